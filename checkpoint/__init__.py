@@ -1,0 +1,1 @@
+"""Engine-neutral checkpoint and two-phase-commit core. Imports neither Kafka nor Spark."""
