@@ -1,0 +1,77 @@
+"""Fixtures shared by the integration tests: real Kafka clusters and topic helpers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from typing import TYPE_CHECKING
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from integration_tests.kafka_fixtures import running_cluster, selected_mode, selected_version
+from integration_tests.spark_session import new_spark_session
+from kafka_eos.cluster import KafkaCluster
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+KafkaFactory = Callable[..., KafkaCluster]
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[KafkaCluster]:
+    """One cluster for the whole session, for tests that need no special broker settings."""
+    with running_cluster(selected_mode(), selected_version()) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def kafka_factory() -> Iterator[KafkaFactory]:
+    """Start clusters of their own for a test: ``kafka_factory(broker_properties=..., nodes=3)``.
+
+    Everything started is stopped when the test ends, by container id or pid.
+    """
+    with ExitStack() as stack:
+
+        def start(
+            broker_properties: dict[str, str] | None = None,
+            nodes: int = 1,
+            mode: str | None = None,
+            version: str | None = None,
+        ) -> KafkaCluster:
+            return stack.enter_context(
+                running_cluster(
+                    mode or selected_mode(), version or selected_version(), nodes, broker_properties
+                )
+            )
+
+        yield start
+
+
+def create_topic(bootstrap_servers: str, partitions: int = 1, replication: int = 1) -> str:
+    """Create a uniquely named topic and wait until it exists."""
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    for future in admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=replication)],
+        operation_timeout=30,
+    ).values():
+        future.result(timeout=60)
+    return name
+
+
+@pytest.fixture
+def topic_factory(kafka: KafkaCluster) -> Callable[..., str]:
+    return lambda partitions=1, replication=1: create_topic(
+        kafka.bootstrap_servers, partitions, replication
+    )
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local SparkSession for the session; stopped (JVM and workers) at the end."""
+    session = new_spark_session()
+    yield session
+    session.stop()

@@ -1,0 +1,69 @@
+"""The broker is a faithful transactional Kafka, in every way this project runs it.
+
+One topic holds a committed, an aborted and a still-open transaction. A ``read_committed``
+reader must see only the committed records and stop before the open transaction; a
+``read_uncommitted`` reader must see all three. A fake broker that hands aborted records to
+read_committed readers fails here.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+from connectors.kafka.drain import drain
+from integration_tests.conftest import create_topic
+from integration_tests.kafka_fixtures import running_cluster
+from kafka_eos.cluster import SUPPORTED_KAFKA_VERSIONS
+
+pytestmark = pytest.mark.kafka
+
+
+def _transaction(bootstrap: str, values: list[str], *, commit: bool | None, topic: str) -> Producer:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"faithful-{uuid.uuid4().hex}"}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for value in values:
+        producer.produce(topic, value=value.encode())
+    producer.flush(30)
+    if commit is True:
+        producer.commit_transaction(30)
+    elif commit is False:
+        producer.abort_transaction(30)
+    return producer
+
+
+def _values(bootstrap: str, topic: str, isolation: str) -> list[str]:
+    return [r.value.decode() for r in drain(bootstrap, topic, isolation, timeout_s=30)]
+
+
+@pytest.mark.parametrize("version", SUPPORTED_KAFKA_VERSIONS)
+@pytest.mark.parametrize("mode", ["docker", "process"])
+def test_read_committed_sees_only_committed_and_stops_at_open_transaction(
+    mode: str, version: str
+) -> None:
+    if mode == "docker":
+        from integration_tests.kafka_containers import docker_engine_reachable
+
+        if not docker_engine_reachable():
+            pytest.fail("no Docker engine reachable: run scripts/docker-engine.sh start")
+    with running_cluster(mode, version) as kafka:
+        bootstrap = kafka.bootstrap_servers
+        topic = create_topic(bootstrap)
+        _transaction(bootstrap, ["c1", "c2", "c3"], commit=True, topic=topic)
+        _transaction(bootstrap, ["a1", "a2"], commit=False, topic=topic)
+        still_open = _transaction(bootstrap, ["o1", "o2"], commit=None, topic=topic)
+        # Written after the open transaction began: read_committed must not get past it yet.
+        _transaction(bootstrap, ["late"], commit=True, topic=topic)
+
+        assert _values(bootstrap, topic, "read_committed") == ["c1", "c2", "c3"]
+        assert _values(bootstrap, topic, "read_uncommitted") == [
+            "c1", "c2", "c3", "a1", "a2", "o1", "o2", "late",
+        ]  # fmt: skip
+
+        still_open.commit_transaction(30)
+        assert _values(bootstrap, topic, "read_committed") == ["c1", "c2", "c3", "o1", "o2", "late"]

@@ -1,0 +1,81 @@
+"""What every way of running Kafka here shares: versions, the cluster interface, readiness."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Protocol
+
+# 4.x runs transactions V2 (KIP-890); 3.9 is the last line with transactions V1 only.
+DEFAULT_KAFKA_VERSION = "4.3.1"
+SUPPORTED_KAFKA_VERSIONS: tuple[str, ...] = ("4.3.1", "3.9.2")
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DOCKER_KAFKA_DIR = PROJECT_ROOT / "docker" / "kafka"
+# Any 22-character base64 string is a valid KRaft cluster id; a fixed one keeps runs repeatable.
+CLUSTER_ID = "a2Fma2EtZW9zLWNsdXN0ZXI"
+
+
+class KafkaCluster(Protocol):
+    """A running cluster that the code which started it can bounce and must stop."""
+
+    mode: str
+    version: str
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+    @property
+    def node_ids(self) -> list[int]: ...
+
+    def stop_node(self, node_id: int, *, hard: bool = False) -> None: ...
+
+    def start_node(self, node_id: int) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def multi_node_defaults(nodes: int) -> dict[str, str]:
+    """Durable internal topics for a cluster that can lose a node, single-node values otherwise."""
+    if nodes < 3:
+        return {}
+    return {
+        "offsets.topic.replication.factor": "3",
+        "transaction.state.log.replication.factor": "3",
+        "transaction.state.log.min.isr": "2",
+        "default.replication.factor": "3",
+        "min.insync.replicas": "2",
+    }
+
+
+def wait_until_ready(bootstrap_servers: str, nodes: int, timeout_s: float = 90.0) -> None:
+    """Block until every node is registered as a broker, or raise with the last error seen.
+
+    A node that is only listening cannot yet serve metadata or transactions; waiting for all
+    brokers to be registered avoids flaky first requests in tests.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 5000, "log_level": 0}
+    )
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            brokers = admin.list_topics(timeout=5).brokers
+            if len(brokers) >= nodes:
+                return
+            last_error = RuntimeError(f"{len(brokers)} of {nodes} brokers registered")
+        except Exception as exc:
+            last_error = exc
+        time.sleep(0.5)
+    raise TimeoutError(
+        f"Kafka at {bootstrap_servers} was not ready with {nodes} broker(s) after "
+        f"{timeout_s:.0f} s: {last_error}"
+    )
+
+
+def render_properties(properties: dict[str, str]) -> str:
+    """Java properties text; values here never need escaping (ports, paths, numbers, names)."""
+    return "".join(f"{key}={value}\n" for key, value in properties.items())

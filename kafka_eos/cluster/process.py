@@ -1,0 +1,199 @@
+"""KRaft nodes as local JVM processes: no Docker needed, temp dirs and free ports.
+
+Every node is a combined broker+controller with the base configuration the Docker image uses.
+Processes are tracked by pid and stopped only through this object.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafka_eos.cluster.base import (
+    CLUSTER_ID,
+    DEFAULT_KAFKA_VERSION,
+    DOCKER_KAFKA_DIR,
+    multi_node_defaults,
+    render_properties,
+    wait_until_ready,
+)
+from kafka_eos.cluster.jars import kafka_libs
+
+_STOP_TIMEOUT_S = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class _Node:
+    node_id: int
+    client_port: int
+    internal_port: int
+    controller_port: int
+    workdir: Path
+    process: subprocess.Popen[bytes] | None = None
+    log: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log = self.workdir / "broker.log"
+
+
+class ProcessCluster:
+    """A cluster of ``nodes`` KRaft processes of Kafka ``version``.
+
+    >>> with ProcessCluster(broker_properties={"transaction.max.timeout.ms": "60000"}) as k:
+    ...     produce_to(k.bootstrap_servers)
+    """
+
+    mode = "process"
+
+    def __init__(
+        self,
+        version: str = DEFAULT_KAFKA_VERSION,
+        nodes: int = 1,
+        broker_properties: dict[str, str] | None = None,
+        heap: str = "-Xmx512m",
+    ) -> None:
+        self.version = version
+        self._libs = kafka_libs(version)
+        self._heap = heap
+        self._root = Path(tempfile.mkdtemp(prefix=f"kafka-eos-{version}-"))
+        self._nodes = {
+            node_id: _Node(
+                node_id,
+                _free_port(),
+                _free_port(),
+                _free_port(),
+                self._root / f"node-{node_id}",
+            )
+            for node_id in range(1, nodes + 1)
+        }
+        voters = ",".join(
+            f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self._nodes.values()
+        )
+        for node in self._nodes.values():
+            node.workdir.mkdir(parents=True)
+            properties = {
+                "node.id": str(node.node_id),
+                "controller.quorum.voters": voters,
+                "listeners": (
+                    f"EXTERNAL://127.0.0.1:{node.client_port},"
+                    f"INTERNAL://127.0.0.1:{node.internal_port},"
+                    f"CONTROLLER://127.0.0.1:{node.controller_port}"
+                ),
+                "advertised.listeners": (
+                    f"EXTERNAL://127.0.0.1:{node.client_port},"
+                    f"INTERNAL://127.0.0.1:{node.internal_port}"
+                ),
+                "log.dirs": str(node.workdir / "data"),
+                **multi_node_defaults(nodes),
+                **(broker_properties or {}),
+            }
+            config = node.workdir / "server.properties"
+            config.write_text(
+                (DOCKER_KAFKA_DIR / "server.properties").read_text() + render_properties(properties)
+            )
+            self._java("kafka.tools.StorageTool", "format", "-t", CLUSTER_ID, "-c", str(config))
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> ProcessCluster:
+        for node_id in self._nodes:
+            self.start_node(node_id, wait=False)
+        wait_until_ready(self.bootstrap_servers, len(self._nodes))
+        return self
+
+    def __enter__(self) -> ProcessCluster:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start_node(self, node_id: int, wait: bool = True) -> None:
+        node = self._nodes[node_id]
+        if node.process is not None and node.process.poll() is None:
+            return
+        with node.log.open("ab") as log:
+            node.process = subprocess.Popen(
+                self._java_command("kafka.Kafka", str(node.workdir / "server.properties")),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        if wait:
+            wait_until_ready(self.bootstrap_servers, len(self.running_node_ids))
+
+    def stop_node(self, node_id: int, *, hard: bool = False) -> None:
+        """Stop one node: SIGTERM for a controlled shutdown, SIGKILL (``hard``) for a crash."""
+        node = self._nodes[node_id]
+        process, node.process = node.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGKILL if hard else signal.SIGTERM)
+        try:
+            process.wait(timeout=_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def stop(self) -> None:
+        for node_id in self._nodes:
+            self.stop_node(node_id)
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    # -- facts -------------------------------------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{n.client_port}" for n in self._nodes.values())
+
+    @property
+    def node_ids(self) -> list[int]:
+        return list(self._nodes)
+
+    @property
+    def running_node_ids(self) -> list[int]:
+        return [i for i, n in self._nodes.items() if n.process and n.process.poll() is None]
+
+    def pids(self) -> list[int]:
+        return [n.process.pid for n in self._nodes.values() if n.process]
+
+    def log_tail(self, node_id: int, lines: int = 40) -> str:
+        log = self._nodes[node_id].log
+        return (
+            "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else ""
+        )
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _java_command(self, main_class: str, *args: str) -> list[str]:
+        java = shutil.which("java")
+        if java is None:
+            raise RuntimeError("process mode needs a Java 17+ runtime on PATH (`java` not found)")
+        return [
+            java,
+            self._heap,
+            "-cp",
+            f"{self._libs}/*",
+            f"-Dlog4j2.configurationFile={DOCKER_KAFKA_DIR / 'log4j2.properties'}",
+            main_class,
+            *args,
+        ]
+
+    def _java(self, main_class: str, *args: str) -> None:
+        result = subprocess.run(
+            self._java_command(main_class, *args), capture_output=True, text=True
+        )
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"{main_class} {' '.join(args)} failed:\n{result.stdout}{result.stderr}"
+            )
