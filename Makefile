@@ -1,0 +1,60 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Every other target is a step
+# they run; each is idempotent and prints what it does.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+KAFKA_VERSIONS := 4.3.1 3.9.2
+
+export PYSPARK_PYTHON := $(abspath $(BIN)/python)
+export SPARK_LOCAL_IP ?= 127.0.0.1
+export TESTCONTAINERS_RYUK_DISABLED := true
+
+.PHONY: demo test venv kafka-jars docker-engine images check unit integration stop-docker clean
+
+demo: venv kafka-jars
+	@echo "==> kafka-eos demo (embedded Kafka + Spark local[*])"
+	$(BIN)/kafka-eos demo
+
+test: venv kafka-jars images check unit integration
+	@echo "==> all tests passed"
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@echo "==> Python venv and packages ($(VENV))"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install -q --upgrade pip
+	@$(BIN)/pip install -q -e '.[test]'
+	@touch $@
+
+kafka-jars:
+	@echo "==> Apache Kafka jars from Maven Central ($(KAFKA_VERSIONS))"
+	@for v in $(KAFKA_VERSIONS); do docker/kafka/fetch-jars.sh $$v; done
+
+docker-engine:
+	@echo "==> Docker engine"
+	@scripts/docker-engine.sh start
+
+images: docker-engine kafka-jars
+	@echo "==> local Kafka images (no registry)"
+	@for v in $(KAFKA_VERSIONS); do docker/kafka/build.sh $$v; done
+
+check: venv
+	@echo "==> ruff"
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+unit: venv
+	@echo "==> unit tests (no broker)"
+	$(BIN)/python -m pytest tests -q
+
+integration: venv kafka-jars images
+	@echo "==> integration tests (real Kafka, real Spark)"
+	$(BIN)/python -m pytest integration_tests -q -rA --durations=15
+
+stop-docker:
+	@scripts/docker-engine.sh stop
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache .hypothesis
