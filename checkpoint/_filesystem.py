@@ -1,0 +1,146 @@
+"""Filesystem backends of the snapshot store: a local disk with fsync, or any pyarrow filesystem.
+
+Internal: the store only needs read, atomic write, exists, list and delete, so that is all a
+backend offers. ``pyarrow.fs`` and fsspec are imported only for URIs, never for local paths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from typing import TYPE_CHECKING, Protocol
+from urllib.parse import unquote, urlparse
+
+if TYPE_CHECKING:
+    import pyarrow.fs
+
+
+class FileSystem(Protocol):
+    """What the store needs from storage; ``write_atomic`` publishes all bytes or none."""
+
+    def read(self, path: str) -> bytes: ...
+    def write_atomic(self, path: str, data: bytes) -> None: ...
+    def exists(self, path: str) -> bool: ...
+    def list(self, directory: str) -> list[str]: ...
+    def delete(self, path: str) -> None: ...
+
+
+def open_filesystem(
+    location: str, filesystem: pyarrow.fs.FileSystem | None
+) -> tuple[FileSystem, str]:
+    """The backend for ``location`` and the root path inside it."""
+    if filesystem is not None:
+        return _ArrowFileSystem(filesystem, location.rstrip("/")), location.rstrip("/")
+    if "://" not in location or location.startswith("file://"):
+        path = os.path.abspath(unquote(urlparse(location).path) if "://" in location else location)
+        return _LocalFileSystem(path), path
+    import pyarrow.fs  # remote only: keeps local use free of the import cost
+
+    try:
+        fs, root = pyarrow.fs.FileSystem.from_uri(location)
+    except (pyarrow.ArrowInvalid, pyarrow.ArrowNotImplementedError):
+        from fsspec.core import url_to_fs  # schemes pyarrow lacks, e.g. memory://
+
+        spec_fs, root = url_to_fs(location)
+        fs = pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(spec_fs))
+    return _ArrowFileSystem(fs, root.rstrip("/")), root.rstrip("/")
+
+
+class _LocalFileSystem:
+    """POSIX files with fsync: the only way a rename is durable, not just atomic."""
+
+    def __init__(self, root: str) -> None:
+        self._root = root
+        self._ready = False
+
+    def read(self, path: str) -> bytes:
+        with open(path, "rb") as file:
+            return file.read()
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        self._ensure_root()
+        directory, name = os.path.split(path)
+        temp = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex}")
+        try:
+            with open(temp, "xb") as file:
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temp, path)
+        except BaseException:
+            if os.path.exists(temp):
+                os.unlink(temp)
+            raise
+        _fsync_directory(directory)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def list(self, directory: str) -> list[str]:
+        try:
+            return os.listdir(directory)
+        except FileNotFoundError:
+            return []
+
+    def delete(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+    def _ensure_root(self) -> None:
+        if not self._ready:
+            os.makedirs(self._root, exist_ok=True)
+            _fsync_directory(os.path.dirname(self._root))
+            self._ready = True
+
+
+def _fsync_directory(directory: str) -> None:
+    if not hasattr(os, "O_DIRECTORY"):  # Windows cannot open a directory; rename is durable there
+        return
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _ArrowFileSystem:
+    """Any ``pyarrow.fs.FileSystem`` (S3, GCS, HDFS, ABFS, or fsspec behind ``PyFileSystem``)."""
+
+    def __init__(self, fs: pyarrow.fs.FileSystem, root: str) -> None:
+        self._fs = fs
+        self._root = root
+        self._ready = False
+
+    def read(self, path: str) -> bytes:
+        with self._fs.open_input_stream(path) as stream:
+            return bytes(stream.read())
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        if not self._ready:
+            self._fs.create_dir(self._root, recursive=True)
+            self._ready = True
+        directory, _, name = path.rpartition("/")
+        temp = f"{directory}/.{name}.tmp-{uuid.uuid4().hex}"
+        try:
+            with self._fs.open_output_stream(temp) as stream:
+                stream.write(data)
+            self._fs.move(temp, path)
+        except BaseException:
+            self.delete(temp)
+            raise
+
+    def exists(self, path: str) -> bool:
+        import pyarrow.fs
+
+        return self._fs.get_file_info(path).type != pyarrow.fs.FileType.NotFound
+
+    def list(self, directory: str) -> list[str]:
+        import pyarrow.fs
+
+        selector = pyarrow.fs.FileSelector(directory, allow_not_found=True)
+        return [info.base_name for info in self._fs.get_file_info(selector)]
+
+    def delete(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.delete_file(path)

@@ -1,0 +1,154 @@
+"""Errors of kafka-eos. One root, :class:`KafkaEosError`, so callers can catch the whole project.
+
+Every message says what happened, the value seen, what was expected and how to fix it, because
+these errors surface in Spark driver logs far from the code that raised them. Connectors subclass
+these classes; they never raise bare ``Exception``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class AbortReason(StrEnum):
+    """Why a checkpoint was aborted; the string value is the stable code in errors and logs."""
+
+    DECLINED = "declined"
+    TIMEOUT = "timeout"
+    PREDECESSOR_ABORTED = "predecessor-aborted"
+    STALE = "stale"
+    REQUESTED = "requested"
+    RECOVERY = "recovery"
+
+
+def _rebuild(cls: type[KafkaEosError], message: str, state: dict[str, Any]) -> KafkaEosError:
+    """Unpickle without calling ``__init__``, whose signature differs per subclass."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
+
+
+class KafkaEosError(Exception):
+    """Root of every kafka-eos error.
+
+    Picklable with its attributes, since Spark ships task errors from executors to the driver.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), str(self), dict(self.__dict__)))
+
+
+class ConfigError(KafkaEosError, ValueError):
+    """A setting has an invalid value; the message names the setting, the value and the range."""
+
+
+class ProtocolError(KafkaEosError):
+    """A caller broke the checkpoint protocol, e.g. an acknowledgement from an unknown participant.
+
+    This is a bug in the caller, never a transient condition: do not retry.
+    """
+
+
+class FormatError(KafkaEosError, ValueError):
+    """A persisted or serialized form (committable, snapshot, confirmation) cannot be decoded."""
+
+
+class UnsupportedFormatVersion(FormatError):
+    """The data was written in a format version this release cannot read."""
+
+    def __init__(
+        self, kind: str, seen: object, supported: tuple[int, ...], path: str | None = None
+    ):
+        self.kind = kind
+        self.seen = seen
+        self.supported = supported
+        self.path = path
+        where = f" in {path}" if path else ""
+        if seen is None:
+            what = f'{kind} has no "version" field{where}'
+        else:
+            what = f"{kind} format version {seen!r}{where} is not supported"
+        super().__init__(
+            f"{what}; this kafka-eos reads versions {list(supported)}. "
+            "Upgrade kafka-eos to the release that wrote it, or restore a file it wrote."
+        )
+
+
+class CorruptSnapshotError(FormatError):
+    """A checkpoint file is truncated or damaged; its checksum or JSON does not verify."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        self.path = path
+        self.detail = detail
+        super().__init__(
+            f"checkpoint file {path} is corrupt: {detail}. Files are written to a hidden temporary "
+            "name and moved into place, so a crash cannot leave a partial file under this name: "
+            "it was damaged afterwards. Restore it from a backup. Delete it only if you are sure "
+            "its transactions were never committed to Kafka; the store then falls back to the "
+            "previous checkpoint."
+        )
+
+
+class CheckpointRejected(KafkaEosError):
+    """A trigger was refused for now (minimum pause, concurrency limit); retry after a while."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        self.reason = reason
+        self.retry_after = retry_after
+        hint = f"; retry in {retry_after:.3f} s" if retry_after is not None else ""
+        super().__init__(f"checkpoint not triggered: {reason}{hint}")
+
+
+class CheckpointAborted(KafkaEosError):
+    """A checkpoint was aborted; its transactions are rolled back and its output never becomes
+    visible. The source must rewind to the latest completed snapshot."""
+
+    def __init__(self, checkpoint_id: int, reason: str, detail: str = "") -> None:
+        self.checkpoint_id = checkpoint_id
+        self.reason = reason
+        self.detail = detail
+        extra = f": {detail}" if detail else ""
+        super().__init__(
+            f"checkpoint {checkpoint_id} aborted ({reason}){extra}. Its transactions are rolled "
+            "back; replay its input from the latest completed snapshot."
+        )
+
+
+class CheckpointTimeout(CheckpointAborted):
+    """Not every participant acknowledged within the checkpoint timeout."""
+
+    def __init__(self, checkpoint_id: int, timeout: float, missing: tuple[str, ...] = ()) -> None:
+        self.timeout = timeout
+        self.missing = missing
+        detail = f"no acknowledgement within {timeout} s from {list(missing)}"
+        super().__init__(checkpoint_id, "timeout", detail)
+
+
+class CheckpointCommitFailed(KafkaEosError):
+    """The decision is durable but some transactions did not commit.
+
+    Not a data-loss error: the checkpoint is complete, and ``recover()`` commits the remaining
+    transactions again (commit is idempotent).
+    """
+
+    def __init__(self, checkpoint_id: int, failed: tuple[str, ...], first_error: str) -> None:
+        self.checkpoint_id = checkpoint_id
+        self.failed = failed
+        super().__init__(
+            f"checkpoint {checkpoint_id} is decided but {len(failed)} transaction(s) did not "
+            f"commit: {list(failed)}; first error: {first_error}. The decision is durable: call "
+            "recover() (the Spark sink does it on restart) to commit them again."
+        )
+
+
+class DeadlineExceeded(KafkaEosError, TimeoutError):
+    """A bounded blocking call (flush, commit, abort, metadata) ran out of time."""
+
+
+class ParticipantFenced(KafkaEosError):
+    """Another instance took over this participant's transactional id (a newer epoch).
+
+    Known-fatal for this instance: it is a zombie and must stop writing; never retry.
+    """

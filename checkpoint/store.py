@@ -1,0 +1,215 @@
+"""Durable snapshot store: the commit decisions, one write-once file per checkpoint.
+
+Layout under ``location`` (Spark sink: ``<checkpointLocation>/kafka-eos/<sink>``)::
+
+    <id>.snapshot.json     the decision (a Snapshot); its existence means "checkpoint complete"
+    <id>.confirmed.json    every transaction of <id> committed (a Confirmation)
+    .<name>.tmp-<uuid>     a write in progress or left by a crash; readers skip it
+
+Why it is safe:
+
+1. Atomic publish. Bytes go to a hidden temporary name, are flushed (``fsync`` on a local disk),
+   then moved to the final name; on a local disk the directory is fsynced too so the rename
+   survives power loss. Local and HDFS renames are atomic. On object stores (S3, GCS, ABFS) a
+   move is a server-side copy, which is atomic per object, plus a delete: the final name never
+   holds a partial object, and a crash between copy and delete leaves only a hidden temporary
+   that :meth:`SnapshotStore.prune` removes.
+2. Write-once names. A decision is never overwritten, so no reader can see it change and
+   eventual consistency of overwrites (older object stores) does not matter.
+3. Checksum. Each file embeds the sha256 of its canonical JSON; a truncated or damaged file is
+   rejected with :class:`CorruptSnapshotError` naming it, never silently skipped, because skipping
+   a decision could lose or duplicate a batch.
+
+Every call goes to the filesystem; nothing is cached, so the Spark driver's short-lived Python
+workers and the executors may each open their own store on the same location. There must be a
+single writer (Spark allows one active run per checkpoint location).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from typing import TYPE_CHECKING, Any
+
+from checkpoint._filesystem import open_filesystem
+from checkpoint.errors import (
+    ConfigError,
+    CorruptSnapshotError,
+    FormatError,
+    ProtocolError,
+    UnsupportedFormatVersion,
+)
+from checkpoint.model import CheckpointId, Confirmation, Snapshot, as_checkpoint_id
+
+if TYPE_CHECKING:
+    import pyarrow.fs
+
+_NAME = re.compile(r"^(\d+)\.(snapshot|confirmed)\.json$")
+_TEMP = re.compile(r"^\.(\d+)\.(snapshot|confirmed)\.json\.tmp-[0-9a-f]+$")
+
+
+class SnapshotStore:
+    """Decisions and confirmations of one pipeline, on a local path or a filesystem URI.
+
+    ``location`` is a local path, ``file://...``, or any URI that ``pyarrow.fs`` (``s3://``,
+    ``gs://``, ``hdfs://``, ``abfs://``) or fsspec (``memory://``, ...) understands. Pass
+    ``filesystem`` to use a configured ``pyarrow.fs.FileSystem`` with ``location`` as its path.
+    ``retain`` is how many newest decisions :meth:`prune` keeps.
+    """
+
+    def __init__(
+        self,
+        location: str | os.PathLike[str],
+        *,
+        retain: int = 10,
+        filesystem: pyarrow.fs.FileSystem | None = None,
+    ) -> None:
+        if not isinstance(retain, int) or retain < 1:
+            raise ConfigError(f"retain must be an int >= 1 (newest decisions kept), got {retain!r}")
+        self.location = os.fspath(location)
+        self.retain = retain
+        self._fs, self._root = open_filesystem(self.location, filesystem)
+
+    def __repr__(self) -> str:
+        return f"SnapshotStore({self.location!r}, retain={self.retain})"
+
+    # -- decisions -------------------------------------------------------------------------
+
+    def write(self, snapshot: Snapshot) -> None:
+        """Publish a decision. Write-once: rewriting the same content is a no-op, other fails."""
+        existing = self.get(snapshot.checkpoint_id)
+        if existing is not None:
+            if existing != snapshot:
+                raise ProtocolError(
+                    f"checkpoint {snapshot.checkpoint_id} is already decided in "
+                    f"{self._path(snapshot.checkpoint_id, 'snapshot')} with other content; "
+                    "a decision is final and is never rewritten"
+                )
+            return
+        self._fs.write_atomic(self._path(snapshot.checkpoint_id, "snapshot"), _encode(snapshot))
+
+    def get(self, checkpoint_id: int) -> Snapshot | None:
+        """The decision of ``checkpoint_id``, or None if it was never decided (or was pruned)."""
+        data = self._load(self._path(as_checkpoint_id(checkpoint_id), "snapshot"))
+        return None if data is None else _decode(Snapshot, data, self._path(checkpoint_id))
+
+    def contains(self, checkpoint_id: int) -> bool:
+        """Whether ``checkpoint_id`` is decided; cheap (no read), for tasks of a replayed batch."""
+        return self._fs.exists(self._path(as_checkpoint_id(checkpoint_id), "snapshot"))
+
+    def checkpoint_ids(self) -> list[CheckpointId]:
+        """Ids of decided (completed) checkpoints still retained, ascending."""
+        return sorted(i for i, kind in self._scan() if kind == "snapshot")
+
+    def latest(self) -> Snapshot | None:
+        """The newest decision; raises :class:`CorruptSnapshotError` rather than skip it."""
+        ids = self.checkpoint_ids()
+        return self.get(ids[-1]) if ids else None
+
+    # -- confirmations ---------------------------------------------------------------------
+
+    def confirm(self, checkpoint_id: int, *, confirmed_at_ms: int | None = None) -> None:
+        """Record that every transaction of a decided checkpoint committed."""
+        cid = as_checkpoint_id(checkpoint_id)
+        if not self.contains(cid):
+            raise ProtocolError(f"cannot confirm checkpoint {cid}: it has no decision in {self}")
+        if not self.is_confirmed(cid):
+            payload = _encode(Confirmation(cid, confirmed_at_ms))
+            self._fs.write_atomic(self._path(cid, "confirmed"), payload)
+
+    def is_confirmed(self, checkpoint_id: int) -> bool:
+        path = self._path(as_checkpoint_id(checkpoint_id), "confirmed")
+        data = self._load(path)
+        if data is None:
+            return False
+        _decode(Confirmation, data, path)  # a damaged confirmation is reported, not trusted
+        return True
+
+    def unconfirmed_ids(self) -> list[CheckpointId]:
+        """Decided checkpoints whose commits are not all known to have happened, ascending."""
+        entries = self._scan()
+        confirmed = {i for i, kind in entries if kind == "confirmed"}
+        return sorted(i for i, kind in entries if kind == "snapshot" and i not in confirmed)
+
+    # -- retention -------------------------------------------------------------------------
+
+    def prune(self) -> list[CheckpointId]:
+        """Keep the ``retain`` newest decisions; return the ids deleted.
+
+        An unconfirmed decision is never deleted: recovery still needs it to commit again.
+        The snapshot goes before its confirmation, so a crash in between leaves an orphan
+        confirmation (ignored), never an old decision that looks unconfirmed and whose
+        long-reused transactional ids recovery would try to commit.
+        """
+        names = self._fs.list(self._root)
+        entries = _parse(names)
+        snapshots = sorted(i for i, kind in entries if kind == "snapshot")
+        confirmed = {i for i, kind in entries if kind == "confirmed"}
+        deleted = [i for i in snapshots[: -self.retain] if i in confirmed]
+        for cid in deleted:
+            self._fs.delete(self._path(cid, "snapshot"))
+            self._fs.delete(self._path(cid, "confirmed"))
+        oldest_kept = min(set(snapshots) - set(deleted), default=None)
+        newest_confirmed = max(confirmed & set(snapshots), default=-1)
+        for cid in confirmed - set(snapshots):
+            if oldest_kept is None or cid < oldest_kept:
+                self._fs.delete(self._path(cid, "confirmed"))  # orphan of an earlier crash
+        for name in names:
+            temp = _TEMP.match(name)
+            if temp and int(temp.group(1)) <= newest_confirmed:
+                self._fs.delete(f"{self._root}/{name}")  # left by a crashed writer
+        return deleted
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _path(self, checkpoint_id: int, kind: str = "snapshot") -> str:
+        return f"{self._root}/{checkpoint_id}.{kind}.json"
+
+    def _scan(self) -> list[tuple[CheckpointId, str]]:
+        return _parse(self._fs.list(self._root))
+
+    def _load(self, path: str) -> dict[str, Any] | None:
+        try:
+            raw = self._fs.read(path)
+        except FileNotFoundError:
+            return None
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CorruptSnapshotError(path, f"not valid JSON ({exc}), {len(raw)} bytes") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("sha256"), str):
+            raise CorruptSnapshotError(path, 'no "sha256" field')
+        stored = data.pop("sha256")
+        computed = _checksum(data)
+        if stored != computed:
+            detail = f"sha256 mismatch (stored {stored}, computed {computed})"
+            raise CorruptSnapshotError(path, detail)
+        return data
+
+
+def _parse(names: list[str]) -> list[tuple[CheckpointId, str]]:
+    """(id, kind) of every published file; temporaries and foreign files are ignored."""
+    matches = (_NAME.match(name) for name in names)
+    return [(CheckpointId(int(m.group(1))), m.group(2)) for m in matches if m]
+
+
+def _checksum(data: dict[str, Any]) -> str:
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _encode(record: Snapshot | Confirmation) -> bytes:
+    data = record.to_dict()
+    data["sha256"] = _checksum(data)
+    return (json.dumps(data, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _decode(cls: type[Any], data: dict[str, Any], path: str) -> Any:
+    try:
+        return cls.from_dict(data)
+    except UnsupportedFormatVersion as exc:
+        raise UnsupportedFormatVersion(exc.kind, exc.seen, exc.supported, path) from exc
+    except FormatError as exc:
+        raise CorruptSnapshotError(path, str(exc)) from exc

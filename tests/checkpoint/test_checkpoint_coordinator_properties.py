@@ -1,0 +1,287 @@
+"""Property test of the in-process coordinator under random schedules and faults.
+
+Hypothesis drives 1-4 participants through random interleavings of triggers, pre-commit
+acknowledgements, declines, clock jumps (timeouts), transient failures and crashes at every
+I/O step (including between the decision write and notify, and between two commits of one
+notify), restarts and recoveries. Invariants:
+
+* nothing is visible before a durable decision names it (checked at the instant of commit);
+* no record is ever visible twice; an aborted checkpoint's output is never visible;
+* the newest decision is never lost, nor any decision that is not yet confirmed;
+* after a successful recovery every decided checkpoint's output is visible and nothing lingers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+from checkpoint_faults import (
+    Faults,
+    FaultyCommitter,
+    InjectedFailure,
+    Key,
+    Ledger,
+    SimulatedCrash,
+    committed_keys,
+    duplicates,
+    faulty_store,
+    newest_key,
+    remove_memory_root,
+)
+from hypothesis import event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from checkpoint.coordinator import Coordinator, CoordinatorConfig
+from checkpoint.errors import (
+    CheckpointAborted,
+    CheckpointCommitFailed,
+    CheckpointRejected,
+    ParticipantFenced,
+)
+from checkpoint.model import Committable
+from checkpoint.store import SnapshotStore
+from checkpoint.testing import InMemoryBroker, InMemoryParticipant, ManualClock
+
+T = TypeVar("T")
+
+
+def alive(machine: CoordinatorMachine) -> bool:
+    return machine.coordinator is not None
+
+
+def waiting(machine: CoordinatorMachine) -> bool:
+    return machine.coordinator is not None and bool(machine.open)
+
+
+class CoordinatorMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.location = f"memory://kafka-eos-properties/{uuid.uuid4().hex}"
+        self.clock = ManualClock()
+        self.broker = InMemoryBroker()
+        self.faults = Faults()
+        self.ledger = Ledger()
+        self.broker.listeners.append(self.ledger.on_visible)
+        self.coordinator: Coordinator | None = None
+        self.reader = SnapshotStore(self.location)  # another handle on the same files
+        self.open: dict[tuple[int, str], Key | None] = {}  # not yet answered: its transaction
+        self.attempts: dict[int, set[Key]] = {}  # transactions of undecided checkpoints
+        self.offset = 0
+
+    @initialize(
+        participants=st.integers(1, 4),
+        max_concurrent=st.integers(1, 3),
+        min_pause=st.sampled_from([0.0, 2.0]),
+        timeout=st.sampled_from([5.0, 20.0]),
+        retain=st.integers(1, 3),
+    )
+    def setup(
+        self, participants: int, max_concurrent: int, min_pause: float, timeout: float, retain: int
+    ) -> None:
+        self.names = [f"app-{i}" for i in range(participants)]
+        self.config = CoordinatorConfig(
+            timeout=timeout, min_pause=min_pause, max_concurrent=max_concurrent
+        )
+        self.retain = retain
+        self.restart_process()
+
+    # -- the process -----------------------------------------------------------------------
+
+    def restart_process(self) -> None:
+        store = faulty_store(self.location, self.retain, self.faults, self.ledger)
+        committer = FaultyCommitter(InMemoryParticipant(self.broker, "app"), self.faults)
+        self.writers = {name: InMemoryParticipant(self.broker, name) for name in self.names}
+        self.coordinator = Coordinator(store, committer, self.config, clock=self.clock)
+        self.recover()
+
+    def call(self, action: Callable[..., T], *args: object) -> T | None:
+        """Run one coordinator call; a crash kills the process, expected errors are absorbed."""
+        try:
+            return action(*args)
+        except SimulatedCrash as crash:
+            event(f"crash {crash.where}")
+            self.coordinator = None
+            self.open.clear()  # the tasks died with it; their transactions linger
+        except CheckpointCommitFailed as error:
+            assert isinstance(error.__cause__, InjectedFailure), error.__cause__
+        except (CheckpointAborted, CheckpointRejected, InjectedFailure):
+            pass
+        finally:
+            self.resolve()
+        return None
+
+    def resolve(self) -> None:
+        """Checkpoints that left the coordinator undecided are aborted: doom their output."""
+        pending = set(self.coordinator.pending_ids) if self.coordinator else set()
+        for cid in [c for c in self.attempts if c not in pending]:
+            self.ledger.doomed_keys |= self.attempts.pop(cid) - self.ledger.decided_keys
+
+    def recover(self) -> None:
+        assert self.coordinator is not None
+        recovery = self.call(self.coordinator.recover)
+        if recovery is None:
+            return
+        event(f"recovery re-committed {len(recovery.recommitted)} checkpoint(s)")
+        self.open.clear()  # recovery aborted (fenced) every in-flight transaction
+        assert committed_keys(self.broker) >= self.ledger.decided_keys, "a decision was lost"
+        assert self.broker.lingering() == [], "recovery left a transaction open"
+
+    # -- rules -----------------------------------------------------------------------------
+
+    RECORDS = st.lists(st.integers(0, 2), min_size=4, max_size=4)  # per participant; 0: none
+
+    @precondition(alive)
+    @rule(records=RECORDS)
+    def trigger(self, records: list[int]) -> None:
+        self.start_checkpoint(records)
+
+    FAULT = st.none() | st.tuples(
+        st.sampled_from(["crash", "fail"]), st.integers(0, 6), st.booleans()
+    )
+
+    @precondition(alive)
+    @rule(records=RECORDS, data=st.data(), fault=FAULT)
+    def run_checkpoint(
+        self, records: list[int], data: st.DataObject, fault: tuple[str, int, bool] | None
+    ) -> None:
+        """A whole checkpoint: trigger, then every barrier arrives, in a random order; a fault
+        may hit any I/O step of its decide, notify, confirm or prune."""
+        if fault is not None:
+            kind, steps, flag = fault
+            (self.arm_crash if kind == "crash" else self.arm_failure)(steps, flag)
+        cid = self.start_checkpoint(records)
+        while self.coordinator is not None and any(c == cid for c, _ in self.open):
+            self.barrier(data.draw(st.sampled_from([p for p in sorted(self.open) if p[0] == cid])))
+
+    @precondition(waiting)
+    @rule(data=st.data(), count=st.integers(1, 4))
+    def acknowledge(self, data: st.DataObject, count: int) -> None:
+        """Up to ``count`` barriers reach their participants, in a random order."""
+        for _ in range(count):
+            if self.coordinator is None or not self.open:
+                return
+            self.barrier(data.draw(st.sampled_from(sorted(self.open))))
+
+    @precondition(waiting)
+    @rule(data=st.data(), abort_own=st.booleans())
+    def decline(self, data: st.DataObject, abort_own: bool) -> None:
+        assert self.coordinator is not None
+        cid, name = data.draw(st.sampled_from(sorted(self.open)))
+        if abort_own:
+            with contextlib.suppress(ParticipantFenced):
+                committable = self.pre_commit(cid, name)
+                if committable is not None:
+                    self.writers[name].abort(committable)
+        else:
+            del self.open[(cid, name)]  # it dies; its transaction lingers
+        self.call(self.coordinator.decline, cid, name, "injected")
+
+    @rule(seconds=st.sampled_from([0.5, 1.0, 2.0, 30.0]))
+    def advance_clock(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        if self.coordinator is not None:
+            self.call(self.coordinator.tick)
+
+    @rule(steps=st.integers(0, 8), tear=st.booleans())
+    def arm_crash(self, steps: int, tear: bool) -> None:
+        self.faults.crash_in, self.faults.tear = steps, tear
+
+    @rule(steps=st.integers(0, 8), after=st.booleans())
+    def arm_failure(self, steps: int, after: bool) -> None:
+        self.faults.fail_in, self.faults.fail_after = steps, after
+
+    @precondition(alive)
+    @rule()
+    def crash(self) -> None:
+        self.coordinator = None
+        self.open.clear()
+        self.resolve()
+
+    @precondition(lambda self: self.coordinator is None)
+    @rule()
+    def restart(self) -> None:
+        self.restart_process()
+
+    @precondition(alive)
+    @rule()
+    def recover_live(self) -> None:
+        self.recover()
+
+    def start_checkpoint(self, records: list[int]) -> int | None:
+        """Step 1, then each participant begins its transaction and writes its records."""
+        assert self.coordinator is not None
+        self.offset += 1
+        offsets = {("in", 0): self.offset}
+        cid = self.call(lambda: self.coordinator.trigger(self.names, source_offsets=offsets))
+        if cid is None:
+            return None
+        self.attempts[cid] = set()
+        for name, count in zip(self.names, records, strict=False):
+            key = None
+            if count:  # a participant with no output opens no transaction and acks None
+                self.writers[name].begin_transaction(cid)
+                for seq in range(count):
+                    self.writers[name].write(cid, (name, cid, seq))
+                key = newest_key(self.broker, f"{name}-{cid}")
+                self.attempts[cid].add(key)
+            self.open[(cid, name)] = key
+        return cid
+
+    def barrier(self, pair: tuple[int, str]) -> None:
+        """Step 2: the barrier reaches a participant; it pre-commits and acknowledges."""
+        assert self.coordinator is not None
+        cid, name = pair
+        try:
+            committable = self.pre_commit(cid, name)
+        except ParticipantFenced:  # recovery aborted its transaction: a zombie must stop
+            self.call(self.coordinator.decline, cid, name, "fenced")
+            return
+        for snapshot in self.call(self.coordinator.acknowledge, cid, name, committable) or []:
+            event("checkpoint completed")
+            keys = {c.key for c in snapshot.committables}
+            assert keys <= committed_keys(self.broker), "acknowledged but not visible"
+
+    def pre_commit(self, cid: int, name: str) -> Committable | None:
+        """The barrier reaches ``name``: it flushes and hands over its committable."""
+        key = self.open.pop((cid, name))
+        return None if key is None else self.writers[name].pre_commit(cid)
+
+    # -- invariants ------------------------------------------------------------------------
+
+    @invariant()
+    def nothing_visible_before_its_decision_is_durable(self) -> None:
+        assert not self.ledger.violations, self.ledger.violations
+
+    @invariant()
+    def output_is_visible_at_most_once(self) -> None:
+        assert not duplicates(self.broker)
+
+    @invariant()
+    def aborted_output_is_never_visible(self) -> None:
+        assert not committed_keys(self.broker) & self.ledger.doomed_keys
+
+    @invariant()
+    def decisions_are_never_lost(self) -> None:
+        if not self.ledger.decided:
+            return
+        ids = self.reader.checkpoint_ids()
+        assert ids and ids[-1] == max(self.ledger.decided), (ids, sorted(self.ledger.decided))
+        assert self.reader.latest() == self.ledger.decided[ids[-1]]
+        assert set(self.ledger.decided) - self.ledger.confirmed <= set(ids), "pruned too early"
+
+    def teardown(self) -> None:
+        remove_memory_root(self.location)
+
+
+CoordinatorMachine.TestCase.settings = settings(stateful_step_count=30)  # on top of the profile
+TestCoordinatorProperties = CoordinatorMachine.TestCase

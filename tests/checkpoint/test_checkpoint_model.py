@@ -1,0 +1,114 @@
+"""Value objects: validation, pickling, and one round trip per persisted format."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+
+from checkpoint.errors import FormatError, UnsupportedFormatVersion
+from checkpoint.model import (
+    Committable,
+    Confirmation,
+    Snapshot,
+    SourceOffset,
+    as_checkpoint_id,
+)
+
+COMMITTABLE = Committable("app-sink-3-7", 4001, 2, 120, (("out", 1), ("out", 0), ("out", 1)))
+SNAPSHOT = Snapshot(
+    checkpoint_id=7,
+    pipeline_id="orders-to-invoices",
+    committables=(COMMITTABLE, Committable("app-sink-4-7", 4002, 0, 0)),
+    source_offsets=(SourceOffset("orders", 1, 900), SourceOffset("orders", 0, 812)),
+    triggered_at_ms=1_700_000_000_000,
+    decided_at_ms=1_700_000_000_250,
+)
+
+
+def test_committable_round_trips_through_json() -> None:
+    data = json.loads(json.dumps(COMMITTABLE.to_dict()))
+    assert data["version"] == 1
+    assert Committable.from_dict(data) == COMMITTABLE
+
+
+def test_snapshot_round_trips_through_json() -> None:
+    data = json.loads(json.dumps(SNAPSHOT.to_dict()))
+    assert (data["version"], data["kind"]) == (1, "snapshot")
+    assert Snapshot.from_dict(data) == SNAPSHOT
+
+
+def test_confirmation_round_trips_through_json() -> None:
+    confirmation = Confirmation(as_checkpoint_id(7), 1_700_000_000_300)
+    data = json.loads(json.dumps(confirmation.to_dict()))
+    assert (data["version"], data["kind"]) == (1, "confirmation")
+    assert Confirmation.from_dict(data) == confirmation
+
+
+@pytest.mark.parametrize("value", [COMMITTABLE, SNAPSHOT, Confirmation(as_checkpoint_id(1))])
+def test_value_objects_pickle(value: object) -> None:
+    assert pickle.loads(pickle.dumps(value)) == value
+
+
+def test_committable_normalizes_partitions_and_names_its_transaction() -> None:
+    assert COMMITTABLE.partitions == (("out", 0), ("out", 1))
+    assert COMMITTABLE.key == ("app-sink-3-7", 4001, 2)
+
+
+def test_snapshot_sorts_offsets_and_maps_them() -> None:
+    assert SNAPSHOT.offsets() == {("orders", 0): 812, ("orders", 1): 900}
+    assert Snapshot.offsets_from({("t", 0): 5}) == (SourceOffset("t", 0, 5),)
+
+
+@pytest.mark.parametrize(
+    ("kind", "cls", "data"),
+    [
+        ("committable", Committable, {**COMMITTABLE.to_dict(), "version": 2}),
+        ("snapshot", Snapshot, {**SNAPSHOT.to_dict(), "version": 99}),
+        ("confirmation", Confirmation, {"kind": "confirmation", "checkpoint_id": 1}),
+        ("snapshot", Snapshot, {**SNAPSHOT.to_dict(), "version": "1"}),
+    ],
+)
+def test_unknown_versions_are_rejected_with_the_value_seen(
+    kind: str, cls: type, data: dict[str, object]
+) -> None:
+    with pytest.raises(UnsupportedFormatVersion) as raised:
+        cls.from_dict(data)
+    assert raised.value.kind == kind
+    assert raised.value.seen == data.get("version") and raised.value.supported == (1,)
+    assert "reads versions [1]" in str(raised.value)
+
+
+def test_missing_field_names_the_field() -> None:
+    data = COMMITTABLE.to_dict()
+    del data["epoch"]
+    with pytest.raises(FormatError, match='no "epoch" field'):
+        Committable.from_dict(data)
+
+
+def test_wrong_kind_is_rejected() -> None:
+    with pytest.raises(FormatError, match="expected a snapshot"):
+        Snapshot.from_dict({**Confirmation(as_checkpoint_id(1)).to_dict(), "kind": "confirmation"})
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"transactional_id": ""},
+        {"producer_id": -2},
+        {"epoch": True},
+        {"record_count": -1},
+        {"partitions": (("out",),)},
+    ],
+)
+def test_invalid_committables_are_rejected(fields: dict[str, object]) -> None:
+    base = {"transactional_id": "t", "producer_id": 1, "epoch": 0, "record_count": 0}
+    with pytest.raises(FormatError):
+        Committable(**{**base, **fields})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [-1, True, 1.0, "3"])
+def test_checkpoint_ids_are_non_negative_ints(value: object) -> None:
+    with pytest.raises(FormatError, match="checkpoint id"):
+        as_checkpoint_id(value)

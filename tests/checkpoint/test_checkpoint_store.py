@@ -1,0 +1,207 @@
+"""Snapshot store: atomic write-once files, checksums, retention, local paths and URIs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from checkpoint.errors import (
+    ConfigError,
+    CorruptSnapshotError,
+    ProtocolError,
+    UnsupportedFormatVersion,
+)
+from checkpoint.model import Committable, Snapshot
+from checkpoint.store import SnapshotStore
+
+
+class SimulatedCrash(BaseException):
+    """The process dies: not an Exception, so no ``except Exception`` handles it."""
+
+
+def snapshot(cid: int, records: int = 10) -> Snapshot:
+    committable = Committable(f"sink-0-{cid}", 7, 0, records, (("out", 0),))
+    return Snapshot(cid, "pipeline", (committable,), (("in", 0, cid * 100),), 1, 2)
+
+
+def decide(store: SnapshotStore, *ids: int, confirm: bool = True) -> None:
+    for cid in ids:
+        store.write(snapshot(cid))
+        if confirm:
+            store.confirm(cid, confirmed_at_ms=3)
+
+
+def test_write_get_latest(store: SnapshotStore) -> None:
+    assert store.latest() is None and store.get(0) is None and store.checkpoint_ids() == []
+    decide(store, 2, 10, 9)
+    assert store.checkpoint_ids() == [2, 9, 10]  # numeric, not lexicographic, order
+    assert store.latest() == snapshot(10) and store.get(9) == snapshot(9)
+    assert store.contains(2) and not store.contains(3)
+
+
+def test_file_is_versioned_json_with_an_embedded_sha256(store: SnapshotStore, store_dir: Path):
+    decide(store, 4)
+    assert sorted(os.listdir(store_dir)) == ["4.confirmed.json", "4.snapshot.json"]
+    data = json.loads((store_dir / "4.snapshot.json").read_text())
+    assert (data["version"], data["kind"], len(data["sha256"])) == (1, "snapshot", 64)
+
+
+def test_crash_between_temp_write_and_rename_leaves_the_old_state(
+    store: SnapshotStore, store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decide(store, 1)
+
+    def crash(src: str, dst: str) -> None:
+        raise SimulatedCrash(f"killed before rename of {src}")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(SimulatedCrash):
+        store.write(snapshot(2))
+    monkeypatch.undo()
+    assert store.checkpoint_ids() == [1] and store.latest() == snapshot(1)
+    assert not (store_dir / "2.snapshot.json").exists()
+
+
+def test_leftover_temporary_files_are_ignored_then_pruned(store: SnapshotStore, store_dir: Path):
+    decide(store, 1)
+    leftover = store_dir / ".2.snapshot.json.tmp-0123abcd"
+    leftover.write_text('{"version": 1, "kind": "snaps')  # torn: the writer died mid-write
+    assert store.checkpoint_ids() == [1] and store.latest() == snapshot(1)
+    decide(store, 2)
+    store.prune()
+    assert not leftover.exists()
+
+
+def test_writes_fsync_the_file_and_the_directory(
+    store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    store.write(snapshot(1))
+    assert len(synced) >= 2  # the temporary file, then the directory holding the rename
+
+
+def test_truncated_file_is_rejected_naming_the_file(store: SnapshotStore, store_dir: Path):
+    decide(store, 1, 2)
+    path = store_dir / "2.snapshot.json"
+    path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(CorruptSnapshotError, match="not valid JSON") as raised:
+        store.latest()
+    assert str(path) in str(raised.value) and raised.value.path == str(path)
+    assert store.get(1) == snapshot(1)  # the other decisions still read
+
+
+def test_damaged_content_is_caught_by_the_checksum(store: SnapshotStore, store_dir: Path):
+    decide(store, 1)
+    path = store_dir / "1.snapshot.json"
+    path.write_text(path.read_text().replace('"record_count": 10', '"record_count": 11'))
+    with pytest.raises(CorruptSnapshotError, match="sha256 mismatch") as raised:
+        store.get(1)
+    assert str(path) in str(raised.value)
+
+
+def test_a_newer_format_version_is_rejected_naming_the_file(
+    store: SnapshotStore, store_dir: Path
+) -> None:
+    from checkpoint.store import _checksum
+
+    data = {**snapshot(1).to_dict(), "version": 2}
+    data["sha256"] = _checksum(data)
+    store_dir.mkdir(parents=True)
+    (store_dir / "1.snapshot.json").write_text(json.dumps(data))
+    with pytest.raises(UnsupportedFormatVersion, match="version 2") as raised:
+        store.latest()
+    assert raised.value.path == str(store_dir / "1.snapshot.json")
+
+
+def test_decisions_are_write_once(store: SnapshotStore) -> None:
+    decide(store, 1)
+    store.write(snapshot(1))  # the same decision again: a no-op
+    with pytest.raises(ProtocolError, match="already decided"):
+        store.write(snapshot(1, records=99))
+
+
+def test_confirmations(store: SnapshotStore) -> None:
+    with pytest.raises(ProtocolError, match="no decision"):
+        store.confirm(1)
+    decide(store, 1, 2, confirm=False)
+    store.confirm(1)
+    store.confirm(1)  # idempotent
+    assert store.is_confirmed(1) and not store.is_confirmed(2)
+    assert store.unconfirmed_ids() == [2]
+
+
+def test_retention_keeps_the_newest_n(store: SnapshotStore, store_dir: Path) -> None:
+    decide(store, *range(6))
+    assert store.prune() == [0, 1, 2]
+    assert store.checkpoint_ids() == [3, 4, 5]
+    assert sorted(os.listdir(store_dir)) == sorted(
+        f"{i}.{kind}.json" for i in (3, 4, 5) for kind in ("snapshot", "confirmed")
+    )
+
+
+def test_retention_never_deletes_an_unconfirmed_decision(store: SnapshotStore) -> None:
+    decide(store, 0)
+    decide(store, 1, confirm=False)
+    decide(store, 2, 3, 4, 5)
+    assert store.prune() == [0, 2]
+    assert store.checkpoint_ids() == [1, 3, 4, 5] and store.unconfirmed_ids() == [1]
+
+
+def test_prune_removes_orphan_confirmations(store: SnapshotStore, store_dir: Path) -> None:
+    decide(store, *range(5))
+    (store_dir / "0.snapshot.json").unlink()  # a crash between the two deletes of prune()
+    store.prune()
+    assert not (store_dir / "0.confirmed.json").exists()
+
+
+@pytest.mark.parametrize("retain", [0, -1, 1.5])
+def test_retain_must_be_positive(tmp_path: Path, retain: object) -> None:
+    with pytest.raises(ConfigError, match="retain"):
+        SnapshotStore(tmp_path, retain=retain)  # type: ignore[arg-type]
+
+
+def test_memory_uri_goes_through_the_remote_path(memory_location: str) -> None:
+    store = SnapshotStore(memory_location, retain=2)
+    decide(store, 1, 2, 3)
+    store.prune()
+    reader = SnapshotStore(memory_location)  # a second instance: nothing is cached
+    assert reader.checkpoint_ids() == [2, 3] and reader.latest() == snapshot(3)
+    assert reader.is_confirmed(3) and reader.unconfirmed_ids() == []
+
+
+def test_a_pyarrow_filesystem_can_be_passed_in(tmp_path: Path) -> None:
+    import pyarrow.fs
+
+    store = SnapshotStore(str(tmp_path / "arrow"), filesystem=pyarrow.fs.LocalFileSystem())
+    decide(store, 1)
+    assert SnapshotStore(tmp_path / "arrow").latest() == snapshot(1)
+    assert [n for n in os.listdir(tmp_path / "arrow") if n.startswith(".")] == []
+
+
+def test_file_uri_is_a_local_path(tmp_path: Path) -> None:
+    decide(SnapshotStore(f"file://{tmp_path}/uri"), 1)
+    assert SnapshotStore(tmp_path / "uri").latest() == snapshot(1)
+
+
+def test_another_process_reads_what_this_one_wrote(store: SnapshotStore, store_dir: Path):
+    decide(store, 5)
+    code = (
+        "import sys; from checkpoint.store import SnapshotStore; "
+        "s = SnapshotStore(sys.argv[1]); s.confirm(6) if s.contains(6) else None; "
+        "print(s.latest().checkpoint_id)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    decide(store, 6, confirm=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(store_dir)], capture_output=True, text=True, env=env
+    )
+    assert out.stdout.strip() == "6", out.stderr
+    assert store.is_confirmed(6)
