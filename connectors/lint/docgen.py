@@ -1,0 +1,47 @@
+"""Generate ``docs/lint/<ID>.md`` from the rule docstrings, the single source of the docs.
+
+Run ``python -m connectors.lint.docgen`` after editing a rule; a test fails while the
+pages are out of date.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from connectors.lint.registry import RULES
+from connectors.lint.rule import Rule
+
+DOCS_DIR = Path(__file__).resolve().parents[2] / "docs" / "lint"
+
+
+def rule_page(rule: Rule) -> str:
+    """The Markdown page of ``rule``: a header with id, name, severity and options, then its doc."""
+    meta = rule.meta
+    options = ", ".join(f"`{name}` = {value:g}" for name, value in meta.options.items()) or "none"
+    summary, _, body = rule.doc.partition("\n")
+    return (
+        f"<!-- Generated from {rule.module.replace('.', '/')}.py by"
+        " `python -m connectors.lint.docgen`;"
+        " edit the docstring, not this page. -->\n\n"
+        f"# {meta.id}: {meta.name}\n\n"
+        f"{summary}\n\n"
+        f"Severity: **{meta.severity}** · Options: {options}\n"
+        f"{body}\n"
+    )
+
+
+def write_pages(docs_dir: Path = DOCS_DIR) -> list[Path]:
+    """Write every rule page into ``docs_dir``; returns the paths written."""
+    docs_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for rule in RULES.values():
+        path = docs_dir / f"{rule.meta.id}.md"
+        path.write_text(rule_page(rule), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for page in write_pages(Path(sys.argv[1]) if len(sys.argv) > 1 else DOCS_DIR):
+        print(page)

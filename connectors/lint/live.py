@@ -1,0 +1,102 @@
+"""Read the facts the rules need from a live cluster, every call bounded by one deadline.
+
+Uses confluent-kafka's ``AdminClient``: metadata (broker count, replication of the
+output/source topics and of ``__transaction_state``) and ``describe_configs`` for one
+broker and the named topics. Security options (``-X sasl.password=...``) are passed
+through to the client and never appear in errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+from checkpoint.deadline import Deadline
+from checkpoint.errors import DeadlineExceeded
+from connectors.lint.errors import LiveClusterError
+from connectors.lint.inputs import (
+    TRANSACTION_STATE_TOPIC,
+    ClusterFacts,
+    ClusterSnapshot,
+    TopicFacts,
+)
+from connectors.lint.redact import scrub, secret_values
+
+AdminFactory = Callable[[dict[str, Any]], Any]
+# librdkafka's own log lines (connection refused, retries...) go here, not to stderr.
+_CLIENT_LOG = logging.getLogger(__name__)
+
+
+def read_cluster(
+    bootstrap_servers: str,
+    topics: Iterable[str],
+    *,
+    options: Mapping[str, str] | None = None,
+    timeout_s: float = 15.0,
+    admin_factory: AdminFactory = AdminClient,
+) -> ClusterSnapshot:
+    """Describe the cluster at ``bootstrap_servers`` and the given ``topics`` that exist."""
+    options = dict(options or {})
+    secrets = secret_values([options])
+    what = f"cluster {bootstrap_servers}"
+    deadline = Deadline(timeout_s)
+    try:
+        config: dict[str, Any] = {"logger": _CLIENT_LOG, **options}
+        admin = admin_factory({**config, "bootstrap.servers": bootstrap_servers})
+        metadata = admin.list_topics(timeout=deadline.remaining())
+        if not metadata.brokers:
+            raise LiveClusterError(f"{what}: metadata lists no brokers")
+        present = [t for t in dict.fromkeys(topics) if t in metadata.topics]
+        broker_id = (
+            metadata.controller_id
+            if metadata.controller_id in metadata.brokers
+            else min(metadata.brokers)
+        )
+        configs = _describe(admin, str(broker_id), present, deadline)
+    except (KafkaException, TimeoutError, DeadlineExceeded, ValueError, TypeError) as exc:
+        raise LiveClusterError(f"{what}: {scrub(str(exc), secrets)}") from None
+    described = {*present, TRANSACTION_STATE_TOPIC} & metadata.topics.keys()
+    return ClusterSnapshot(
+        broker_config=configs.pop(("broker", str(broker_id))),
+        facts=ClusterFacts(
+            broker_count=len(metadata.brokers),
+            topics={
+                name: TopicFacts(
+                    replication_factor=_replication(metadata.topics[name]),
+                    config=configs.get(("topic", name), {}),
+                )
+                for name in sorted(described)
+            },
+        ),
+    )
+
+
+def _describe(
+    admin: Any, broker_id: str, topics: list[str], deadline: Deadline
+) -> dict[tuple[str, str], dict[str, str]]:
+    """Non-sensitive, non-null config of one broker and of ``topics``, keyed by resource."""
+    resources = [ConfigResource(ResourceType.BROKER, broker_id)]
+    resources += [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
+    deadline.check("describe_configs")
+    futures = admin.describe_configs(resources, request_timeout=deadline.remaining())
+    described = {}
+    for resource, future in futures.items():
+        deadline.check("describe_configs")
+        kind = "broker" if resource.restype == ResourceType.BROKER else "topic"
+        entries = future.result(timeout=deadline.remaining())
+        described[(kind, resource.name)] = {
+            name: entry.value
+            for name, entry in entries.items()
+            if entry.value is not None and not entry.is_sensitive
+        }
+    return described
+
+
+def _replication(topic: Any) -> int | None:
+    """The smallest replica count over the topic's partitions: what a failure must beat."""
+    counts = [len(partition.replicas) for partition in topic.partitions.values()]
+    return min(counts) if counts else None

@@ -1,0 +1,76 @@
+"""Broker transactional.id.expiration.ms shorter than the max checkpoint age.
+
+## What
+
+The broker's `transactional.id.expiration.ms` is shorter than the longest time the
+pipeline may sit idle or down and then resume from its checkpoint (`--max-checkpoint-age`).
+
+## Why
+
+The coordinator forgets a transactional id (and its producer id and epoch) once it has
+seen no transaction from it for `transactional.id.expiration.ms`. Recovery commits the
+transactions recorded in the checkpoint by resuming exactly that producer id and epoch.
+
+## What breaks
+
+**Silent loss** or a **startup error** on recovery: after a longer pause the producer id
+is unknown (`InvalidPidMappingException`), so the pre-committed batch of the checkpoint
+cannot be committed, while its source offsets already count as processed.
+
+## Fix
+
+Raise `transactional.id.expiration.ms` on every broker to at least the max checkpoint
+age, or never restore checkpoints older than the expiration (and say so with
+`--max-checkpoint-age`).
+
+## Needs
+
+Broker config (the CLI assumes Apache Kafka's default of 7 days when none is given).
+The max checkpoint age comes from `--max-checkpoint-age`, default 1 day.
+
+## Examples
+
+PASS (`--max-checkpoint-age 1d`):
+
+```properties
+transactional.id.expiration.ms=604800000
+```
+
+FAIL (`--max-checkpoint-age 7d`):
+
+```properties
+transactional.id.expiration.ms=86400000
+```
+
+## Source
+
+- https://kafka.apache.org/documentation/#brokerconfigs_transactional.id.expiration.ms
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from connectors.lint.context import LintContext
+from connectors.lint.findings import Finding
+from connectors.lint.inputs import format_duration
+from connectors.lint.rule import RuleMeta
+
+RULE = RuleMeta(id="EOS009", name="transactional-id-expiration-too-short", severity="error")
+
+
+def check(ctx: LintContext) -> Iterator[Finding]:
+    if ctx.broker is None:
+        return
+    expiration = ctx.broker.get("transactional.id.expiration.ms")
+    age = ctx.timing.max_checkpoint_age_ms
+    if expiration.ms() >= age:
+        return
+    yield RULE.finding(
+        f"{expiration.timed()} is shorter than the max checkpoint age {format_duration(age)}:"
+        " after a longer pause the coordinator has forgotten the producer id, so recovery"
+        " cannot commit the batch the checkpoint recorded",
+        settings=(expiration, ctx.timing_setting("max_checkpoint_age_ms")),
+        fix=f"raise transactional.id.expiration.ms to at least {age} on every broker, or"
+        f" never restore checkpoints older than {format_duration(expiration.ms())}",
+    )

@@ -1,0 +1,70 @@
+"""Source consumer with enable.auto.commit=true.
+
+## What
+
+The pipeline's source consumer has an effective `enable.auto.commit` of `true` (the
+default of both clients).
+
+## Why
+
+In an exactly-once pipeline the source offsets belong to the checkpoint (or to the
+transaction, via `send_offsets_to_transaction`). Auto-commit moves the consumer group's
+offsets on a timer, ahead of anything the sink committed.
+
+## What breaks
+
+**Silent loss** whenever a run starts from the group offsets instead of the checkpoint
+(a new checkpoint location, a lost checkpoint, a tool that resets the job): it skips
+everything that was fetched but never committed downstream. Lag dashboards built on
+group offsets also report progress that did not happen.
+
+## Fix
+
+Set `enable.auto.commit=false`.
+
+## Needs
+
+A source consumer config.
+
+## Examples
+
+PASS:
+
+```properties
+enable.auto.commit=false
+```
+
+FAIL (key unset: both clients default to true):
+
+```properties
+group.id=orders-enrich
+```
+
+## Source
+
+- https://kafka.apache.org/documentation/#consumerconfigs_enable.auto.commit
+- https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md (`enable.auto.commit`)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from connectors.lint.context import LintContext
+from connectors.lint.findings import Finding
+from connectors.lint.rule import RuleMeta
+
+RULE = RuleMeta(id="EOS013", name="source-auto-commit", severity="warning")
+
+
+def check(ctx: LintContext) -> Iterator[Finding]:
+    if ctx.source is None:
+        return
+    auto_commit = ctx.source.get("enable.auto.commit")
+    if auto_commit.flag():
+        yield RULE.finding(
+            f"{auto_commit}: group offsets advance on a timer, ahead of the checkpoint; a run"
+            " that starts from them skips records the sink never committed",
+            settings=(auto_commit,),
+            fix="set enable.auto.commit=false; keep source offsets in the checkpoint",
+        )

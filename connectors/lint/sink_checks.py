@@ -1,0 +1,63 @@
+"""The Kafka sink's startup checks: the same rules, ids and messages as ``kafka-eos lint``.
+
+The sink calls ``check_sink_config`` on the driver before opening any transaction, and
+``raise_for_errors`` to stop with one message listing every error finding::
+
+    >>> from connectors.lint import Timing, check_sink_config, raise_for_errors
+    >>> findings = check_sink_config(
+    ...     {"transactional.id": "orders-v1-0", "transaction.timeout.ms": 3600000},
+    ...     {"transaction.max.timeout.ms": "900000"},
+    ...     Timing(max_batch_duration_ms=120_000),
+    ... )
+    >>> [f.rule for f in findings]
+    ['EOS001']
+    >>> raise_for_errors(findings)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    connectors.lint.errors.SinkConfigError: 1 exactly-once configuration error(s):
+    ...
+
+Only plain values are read; callbacks in the producer config (``error_cb``) are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from connectors.lint.client_keys import DEFAULT_CLIENT, Client
+from connectors.lint.errors import SinkConfigError
+from connectors.lint.findings import Finding
+from connectors.lint.inputs import LintInput, Timing, config_value
+from connectors.lint.registry import run_rules
+
+# transaction.timeout.ms <= broker maximum; comfortably above trigger + batch + restart;
+# message.timeout.ms <= transaction.timeout.ms.
+SINK_RULES: tuple[str, ...] = ("EOS001", "EOS002", "EOS004")
+
+
+def check_sink_config(
+    producer_config: Mapping[str, object],
+    broker_config: Mapping[str, object] | None,
+    timing: Timing,
+    *,
+    client: Client = DEFAULT_CLIENT,
+) -> list[Finding]:
+    """Run the sink's startup rules. ``broker_config=None`` (unknown) skips EOS001."""
+    lint_input = LintInput(
+        client=client,
+        producer=_as_config(producer_config),
+        broker=None if broker_config is None else _as_config(broker_config),
+        timing=timing,
+    )
+    return run_rules(lint_input, select=SINK_RULES)
+
+
+def raise_for_errors(findings: Iterable[Finding]) -> None:
+    """Raise ``SinkConfigError`` listing the error findings, if there are any."""
+    errors = [finding for finding in findings if finding.severity == "error"]
+    if errors:
+        raise SinkConfigError(errors)
+
+
+def _as_config(config: Mapping[str, object]) -> dict[str, str]:
+    return {key: text for key, value in config.items() if (text := config_value(value)) is not None}

@@ -1,0 +1,201 @@
+"""``kafka-eos lint`` through click's runner: every input form, both formats, exit codes."""
+
+import json
+
+import pytest
+
+FLINK_PRODUCER = "transaction.timeout.ms=3600000\ntransactional.id=orders-v1\n"
+GOOD_PRODUCER = "transaction.timeout.ms=900000\ntransactional.id=orders-v1\n"
+GOOD_CONSUMER = (
+    "isolation.level=read_committed\nenable.auto.commit=false\nauto.offset.reset=earliest\n"
+)
+
+GOOD_PIPELINE = """
+sink:
+  kafka.transaction.timeout.ms: 900000
+  transactionalIdPrefix: orders-v1
+  topic: out
+source:
+  kafka.enable.auto.commit: false
+  kafka.auto.offset.reset: earliest
+  subscribe: orders
+cluster:
+  broker_count: 3
+  topics:
+    out: {replication_factor: 3, config: {min.insync.replicas: "2"}}
+    orders: {replication_factor: 3}
+"""
+
+
+def test_flink_default_against_default_broker(cli, write):
+    result = cli("--producer-config", write("p.properties", FLINK_PRODUCER))
+    assert result.exit_code == 1
+    assert "ERRORS (1)" in result.output and "EOS001" in result.output
+    assert "transaction.timeout.ms=3600000" in result.output
+    assert "transaction.max.timeout.ms=900000" in result.output
+    assert "WARNINGS (1)" in result.output and "EOS003" in result.output
+    assert "\x1b[" not in result.output
+
+
+def test_clean_config_exits_zero(cli, write):
+    result = cli(
+        "--producer-config",
+        write("p.properties", GOOD_PRODUCER),
+        "--consumer-config",
+        write("c.properties", GOOD_CONSUMER),
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output == "no findings (16 rules checked, librdkafka defaults)\n"
+
+
+def test_clean_pipeline_file_exits_zero(cli, write):
+    result = cli("--config", write("pipeline.yaml", GOOD_PIPELINE))
+    assert result.exit_code == 0, result.output
+
+
+def test_json_pipeline_file(cli, write, validate):
+    document = {"sink": {"kafka.transaction.timeout.ms": 60000}, "broker": {}}
+    result = cli("--config", write("pipeline.json", json.dumps(document)), "--format", "json")
+    report = json.loads(result.output)
+    assert validate(report) == []
+    assert {f["rule"] for f in report["findings"]} == {"EOS002", "EOS008"}
+    assert result.exit_code == 1
+
+
+def test_json_output_validates_against_the_schema(cli, write, validate):
+    result = cli("--producer-config", write("p.properties", FLINK_PRODUCER), "--format", "json")
+    report = json.loads(result.output)
+    assert validate(report) == []
+    assert report["summary"]["errors"] == 1 and report["summary"]["warnings"] == 1
+    assert report["findings"][0]["values"] == {
+        "transaction.timeout.ms": "3600000",
+        "transaction.max.timeout.ms": "900000",
+    }
+
+
+def test_schema_validator_rejects_a_broken_report(validate):
+    assert validate({"version": 2, "findings": [{"rule": "X"}], "summary": {}})
+
+
+def test_warnings_fail_only_with_strict(cli, write):
+    consumer = write("c.properties", "isolation.level=read_committed\nenable.auto.commit=false\n")
+    assert cli("--consumer-config", consumer).exit_code == 0
+    strict = cli("--consumer-config", consumer, "--strict")
+    assert strict.exit_code == 1
+    assert "EOS014" in strict.output
+
+
+def test_broker_config_and_downstream_consumers(cli, write):
+    result = cli(
+        "--producer-config",
+        write("p.properties", FLINK_PRODUCER),
+        "--broker-config",
+        write("server.properties", "transaction.max.timeout.ms=3600000\n"),
+        "--downstream-consumer-config",
+        write("billing.properties", "isolation.level=read_uncommitted\n"),
+        "--downstream-consumer-config",
+        write("audit.properties", "isolation.level=read_committed\n"),
+        "--select",
+        "EOS001,EOS012",
+    )
+    assert result.exit_code == 1
+    assert "EOS001" not in result.output
+    assert "billing.properties isolation.level=read_uncommitted" in result.output
+    assert "audit.properties" not in result.output
+
+
+def test_properties_files_override_the_pipeline_file(cli, write):
+    pipeline = write("pipeline.yaml", "producer: {transaction.timeout.ms: 3600000}\n")
+    producer = write("p.properties", "transaction.timeout.ms=900000\n")
+    result = cli("--config", pipeline, "--producer-config", producer, "--select", "EOS001")
+    assert result.exit_code == 0
+
+
+def test_timing_flags(cli, write):
+    producer = write("p.properties", GOOD_PRODUCER)
+    assert cli("--producer-config", producer, "--select", "EOS002").exit_code == 0
+    result = cli(
+        "--producer-config",
+        producer,
+        "--select",
+        "EOS002",
+        "--max-batch-duration",
+        "10m",
+        "--trigger-interval",
+        "30s",
+        "--max-restart-time",
+        "300000",
+    )
+    assert result.exit_code == 1
+    assert "trigger interval 30s + max batch duration 10m + max restart time 5m" in result.output
+    broker = write("server.properties", "transactional.id.expiration.ms=86400000\n")
+    assert (
+        cli("--broker-config", broker, "--select", "EOS009", "--max-checkpoint-age", "7d").exit_code
+        == 1
+    )
+
+
+def test_client_flag_changes_defaults(cli, write):
+    consumer = write("c.properties", "group.id=g\n")
+    assert cli("--consumer-config", consumer, "--select", "EOS012").exit_code == 0
+    result = cli("--consumer-config", consumer, "--select", "EOS012", "--client", "java")
+    assert result.exit_code == 1
+    assert "(java default)" in result.output
+    assert "java defaults" in result.output
+
+
+def test_topic_flags_use_pipeline_cluster_facts(cli, write):
+    pipeline = write("p.yaml", "cluster: {topics: {out: {replication_factor: 1}}}\n")
+    assert cli("--config", pipeline, "--select", "EOS011").output.startswith("no findings")
+    result = cli("--config", pipeline, "--select", "EOS011", "--output-topic", "out", "--strict")
+    assert result.exit_code == 1
+    assert "topic out replication.factor=1" in result.output
+
+
+def test_ignore(cli, write):
+    result = cli(
+        "--producer-config",
+        write("p.properties", FLINK_PRODUCER),
+        "--ignore",
+        "EOS001",
+        "--ignore",
+        "transaction-timeout-stalls-readers",
+    )
+    assert result.exit_code == 0
+    assert "14 rules checked" in result.output
+
+
+def test_list_rules(cli):
+    result = cli("--list-rules")
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert len(lines) == 16
+    assert lines[0].startswith("EOS001  error    transaction-timeout-above-broker-max: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--producer-config", "/nonexistent.properties"), "does not exist"),
+        (("--max-batch-duration", "soon"), "not a duration"),
+        (("--client", "go"), "Invalid value for '--client'"),
+        (("--select", "EOS999"), "unknown rule 'EOS999'"),
+        (("-X", "security.protocol"), "expected KEY=VALUE"),
+    ],
+)
+def test_usage_errors_exit_2(cli, args, message):
+    result = cli(*args)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_invalid_pipeline_file_exits_2(cli, write):
+    result = cli("--config", write("p.yaml", "producer: [1]\n"))
+    assert result.exit_code == 2
+    assert "producer: expected a mapping" in result.output
+
+
+def test_unreachable_cluster_exits_2(cli):
+    result = cli("--bootstrap-servers", "127.0.0.1:1", "--cluster-timeout", "1s")
+    assert result.exit_code == 2
+    assert "cluster 127.0.0.1:1" in result.output

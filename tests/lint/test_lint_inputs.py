@@ -1,0 +1,133 @@
+"""Durations, timing and the input model."""
+
+import pytest
+
+from connectors.lint import (
+    ClusterFacts,
+    ConsumerInput,
+    LintInput,
+    LintInputError,
+    Timing,
+    TopicFacts,
+)
+from connectors.lint.inputs import ClusterSnapshot, format_duration, parse_duration
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("30s", 30_000),
+        ("5m", 300_000),
+        ("1h", 3_600_000),
+        ("7d", 604_800_000),
+        ("250ms", 250),
+        ("60000", 60_000),
+        (" 1h30m ", 5_400_000),
+        ("1.5s", 1_500),
+        (42, 42),
+    ],
+)
+def test_parse_duration(text, ms):
+    assert parse_duration(text) == ms
+
+
+@pytest.mark.parametrize("text", ["", "5 minutes", "-5s", "1w", "s", "5m garbage"])
+def test_parse_duration_rejects(text):
+    with pytest.raises(LintInputError, match="not a duration"):
+        parse_duration(text, what="--max-restart-time")
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [(250, "250ms"), (370_000, "6m10s"), (3_600_000, "1h"), (90_061_001, "1d1h1m1s1ms")],
+)
+def test_format_duration(ms, text):
+    assert format_duration(ms) == text
+
+
+def test_timing_defaults_and_window():
+    timing = Timing()
+    assert timing.commit_window_ms == 10_000 + 60_000 + 300_000
+    assert timing.max_checkpoint_age_ms == 86_400_000
+
+
+def test_negative_timing_is_rejected():
+    with pytest.raises(LintInputError, match="max_restart_time_ms"):
+        Timing(max_restart_time_ms=-1)
+
+
+def test_topic_names_from_spark_options():
+    lint_input = LintInput(
+        sink_options={"topic": "out"},
+        output_topics=("audit", "out"),
+        source_options={"subscribe": "a, b", "assign": '{"c": [0]}'},
+        source_topics=("a",),
+    )
+    assert lint_input.output_topic_names() == ("audit", "out")
+    assert lint_input.source_topic_names() == ("a", "b", "c")
+
+
+def test_spark_option_names_are_case_insensitive():
+    lint_input = LintInput(
+        sink_options={"TOPIC": "out"}, source_options={"Subscribe": "a", "ASSIGN": '{"b": [0]}'}
+    )
+    assert lint_input.output_topic_names() == ("out",)
+    assert lint_input.source_topic_names() == ("a", "b")
+    assert lint_input.sink_option("topic") == "out" and lint_input.sink_option("missing") is None
+
+
+def test_bad_assign_json_is_an_input_error():
+    with pytest.raises(LintInputError, match="assign"):
+        LintInput(source_options={"assign": "orders"}).source_topic_names()
+
+
+@pytest.mark.parametrize(
+    ("consumer", "options", "subscribes"),
+    [
+        ({}, {"subscribe": "t"}, True),
+        ({}, {"subscribePattern": "t.*"}, True),
+        ({"group.id": "g"}, {}, True),
+        ({"group.id": "g"}, {"assign": "{}"}, False),
+        ({}, {}, False),
+    ],
+)
+def test_subscribes(consumer, options, subscribes):
+    assert LintInput(consumer=consumer, source_options=options).subscribes() is subscribes
+
+
+def test_overlay_puts_specific_sources_on_top():
+    base = LintInput(
+        client="java",
+        producer={"delivery.timeout.ms": "1", "acks": "all"},
+        downstream_consumers=(ConsumerInput("a", {}),),
+        timing=Timing(max_restart_time_ms=1),
+    )
+    merged = base.overlay(
+        producer={"message.timeout.ms": "2"},
+        downstream_consumers=(ConsumerInput("b", {}),),
+        output_topics=("out",),
+        timing_ms={"trigger_interval_ms": 5},
+    )
+    assert merged.client == "java"
+    assert merged.producer == {"acks": "all", "message.timeout.ms": "2"}
+    assert [c.name for c in merged.downstream_consumers] == ["a", "b"]
+    assert merged.timing == Timing(trigger_interval_ms=5, max_restart_time_ms=1)
+    assert merged.broker is None and merged.output_topics == ("out",)
+
+
+def test_default_broker_only_when_none_given():
+    assert LintInput().with_default_broker().broker == {}
+    assert LintInput(broker={"a": "1"}).with_default_broker().broker == {"a": "1"}
+
+
+def test_live_snapshot_wins():
+    base = LintInput(
+        broker={"transaction.max.timeout.ms": "1"}, cluster=ClusterFacts(3, {"t": TopicFacts(3)})
+    )
+    snapshot = ClusterSnapshot(
+        {"transaction.max.timeout.ms": "2"}, ClusterFacts(1, {"u": TopicFacts(1)})
+    )
+    merged = base.with_cluster(snapshot)
+    assert merged.broker == {"transaction.max.timeout.ms": "2"}
+    assert merged.cluster.broker_count == 1
+    assert set(merged.cluster.topics) == {"t", "u"}

@@ -1,0 +1,122 @@
+"""Reading a live cluster, with a fake AdminClient (no broker) and an unreachable one."""
+
+import time
+from types import SimpleNamespace
+
+import pytest
+from confluent_kafka import KafkaException
+
+from connectors.lint import LiveClusterError
+from connectors.lint.live import read_cluster
+
+
+class Entry(SimpleNamespace):
+    def __init__(self, value, is_sensitive=False):
+        super().__init__(value=value, is_sensitive=is_sensitive)
+
+
+class Done:
+    def __init__(self, value):
+        self.value = value
+
+    def result(self, timeout):
+        assert timeout > 0
+        return self.value
+
+
+def partitions(*replica_counts):
+    return {i: SimpleNamespace(replicas=list(range(n))) for i, n in enumerate(replica_counts)}
+
+
+class FakeAdmin:
+    """Two brokers (controller 2), topics out (RF 1 on one partition), src, __transaction_state."""
+
+    def __init__(self, config):
+        self.config = config
+        self.described = []
+
+    def list_topics(self, timeout):
+        assert timeout > 0
+        topics = {
+            "out": SimpleNamespace(partitions=partitions(2, 1)),
+            "src": SimpleNamespace(partitions=partitions(2)),
+            "__transaction_state": SimpleNamespace(partitions=partitions(2, 2)),
+        }
+        return SimpleNamespace(brokers={1: None, 2: None}, controller_id=2, topics=topics)
+
+    def describe_configs(self, resources, request_timeout):
+        assert request_timeout > 0
+        self.described = [(r.restype.name, r.name) for r in resources]
+        configs = {
+            ("BROKER", "2"): {
+                "transaction.max.timeout.ms": Entry("300000"),
+                "log.retention.ms": Entry(None),
+                "sasl.password": Entry(None, is_sensitive=True),
+            },
+            ("TOPIC", "out"): {"min.insync.replicas": Entry("1")},
+            ("TOPIC", "src"): {"retention.ms": Entry("3600000")},
+        }
+        return {r: Done(configs[(r.restype.name, r.name)]) for r in resources}
+
+
+def test_reads_broker_config_counts_and_topic_facts():
+    admins = []
+
+    def factory(config):
+        admins.append(FakeAdmin(config))
+        return admins[-1]
+
+    snapshot = read_cluster(
+        "k:9092",
+        ["out", "src", "missing"],
+        options={"security.protocol": "SSL"},
+        admin_factory=factory,
+    )
+    [admin] = admins
+    assert admin.config["bootstrap.servers"] == "k:9092"
+    assert admin.config["security.protocol"] == "SSL"
+    assert admin.described == [("BROKER", "2"), ("TOPIC", "out"), ("TOPIC", "src")]
+    assert snapshot.broker_config == {"transaction.max.timeout.ms": "300000"}
+    assert snapshot.facts.broker_count == 2
+    assert snapshot.facts.topics["out"].replication_factor == 1
+    assert snapshot.facts.topics["out"].config == {"min.insync.replicas": "1"}
+    assert snapshot.facts.topics["src"].config == {"retention.ms": "3600000"}
+    assert snapshot.facts.topics["__transaction_state"].replication_factor == 2
+    assert "missing" not in snapshot.facts.topics
+
+
+def test_client_errors_become_live_cluster_errors_without_secrets():
+    class Failing(FakeAdmin):
+        def list_topics(self, timeout):
+            raise KafkaException(f"auth failed with {self.config['sasl.password']}")
+
+    with pytest.raises(LiveClusterError) as caught:
+        read_cluster("k:9092", [], options={"sasl.password": "hunter2"}, admin_factory=Failing)
+    assert "hunter2" not in str(caught.value)
+    assert "cluster k:9092" in str(caught.value)
+
+
+def test_no_brokers_is_an_error():
+    class Empty(FakeAdmin):
+        def list_topics(self, timeout):
+            return SimpleNamespace(brokers={}, controller_id=-1, topics={})
+
+    with pytest.raises(LiveClusterError, match="no brokers"):
+        read_cluster("k:9092", [], admin_factory=Empty)
+
+
+def test_expired_deadline_is_an_error_not_a_hang():
+    class Slow(FakeAdmin):
+        def list_topics(self, timeout):
+            time.sleep(timeout + 0.01)  # answers, but only after the whole budget is spent
+            return super().list_topics(timeout)
+
+    with pytest.raises(LiveClusterError, match=r"cluster k:9092: describe_configs did not finish"):
+        read_cluster("k:9092", ["out"], timeout_s=0.05, admin_factory=Slow)
+
+
+def test_unreachable_cluster_fails_within_the_deadline():
+    started = time.monotonic()
+    with pytest.raises(LiveClusterError, match=r"cluster 127\.0\.0\.1:1"):
+        read_cluster("127.0.0.1:1", ["out"], timeout_s=1.0)
+    assert time.monotonic() - started < 5

@@ -1,0 +1,69 @@
+"""The registry: stable ids, selection, options and per-rule documentation."""
+
+import re
+
+import pytest
+
+from connectors.lint import RULES, LintInput, LintInputError, lint_report, run_rules
+from connectors.lint.registry import rule_ids, selected_rules
+
+
+def test_ids_are_sequential_and_names_unique():
+    assert list(RULES) == [f"EOS{n:03d}" for n in range(1, 17)]
+    assert len({rule.meta.name for rule in RULES.values()}) == len(RULES)
+
+
+@pytest.mark.parametrize("rule", RULES.values(), ids=list(RULES))
+def test_every_rule_documents_itself(rule):
+    for section in (
+        "## What",
+        "## Why",
+        "## What breaks",
+        "## Fix",
+        "## Needs",
+        "## Examples",
+        "## Source",
+    ):
+        assert section in rule.doc, section
+    assert "PASS" in rule.doc and "FAIL" in rule.doc
+    assert re.search(r"\*\*(Startup error|Silent loss|Duplicates|Stall)", rule.doc, re.I)
+    assert "https://" in rule.doc
+    assert f".{rule.meta.id.lower()}_" in rule.module
+    for option in rule.meta.options:
+        assert f"`{option}`" in rule.doc
+
+
+def test_select_by_id_or_name_and_ignore():
+    assert rule_ids(["eos001", "idempotence-bundle"]) == ["EOS001", "EOS007"]
+    chosen = selected_rules(["EOS001", "EOS002"], ignore=["transaction-timeout-too-short"])
+    assert [rule.meta.id for rule in chosen] == ["EOS001"]
+    assert len(selected_rules()) == len(RULES)
+
+
+def test_unknown_rule_is_an_input_error():
+    with pytest.raises(LintInputError, match="unknown rule 'EOS999'"):
+        selected_rules(["EOS999"])
+
+
+def test_unknown_rule_options_are_rejected():
+    with pytest.raises(LintInputError, match="unknown rule 'EOS0'"):
+        run_rules(LintInput(rule_options={"EOS0": {"x": 1}}))
+    with pytest.raises(LintInputError, match="unknown option 'factor'; expected safety_factor"):
+        run_rules(LintInput(rule_options={"EOS002": {"factor": 1}}))
+
+
+def test_findings_are_sorted_most_severe_first():
+    findings = run_rules(LintInput(producer={"transaction.timeout.ms": "3600000"}, broker={}))
+    assert [f.rule for f in findings] == ["EOS001", "EOS008", "EOS003"]
+    assert [f.severity for f in findings] == ["error", "error", "warning"]
+
+
+def test_empty_input_has_no_findings():
+    assert run_rules(LintInput()) == []
+
+
+def test_lint_report_names_the_rules_checked():
+    report = lint_report(LintInput(client="java"), select=["EOS001", "EOS012"], ignore=["EOS012"])
+    assert report["summary"]["rules_checked"] == ["EOS001"]
+    assert report["summary"]["client"] == "java"
+    assert report["findings"] == []
