@@ -1,0 +1,21 @@
+"""Spark adapters: the ``kafka-eos`` format for ``spark.read``, ``readStream`` and ``writeStream``.
+
+>>> from connectors.spark import register
+>>> register(spark)  # then spark.readStream.format("kafka-eos") ...
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from connectors.spark.datasource import KafkaEosDataSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["KafkaEosDataSource", "register"]
+
+
+def register(spark: SparkSession) -> None:
+    """Make ``format("kafka-eos")`` available in this session."""
+    spark.dataSource.register(KafkaEosDataSource)

@@ -1,0 +1,193 @@
+"""Read one offset range on an executor, as Arrow record batches in Spark's Kafka row schema.
+
+How a range ``[start, end)`` is read:
+
+1. Assign the partition at ``start`` (no group membership, no commits: the offsets live in
+   Spark's checkpoint). ``auto.offset.reset=error`` turns offsets that are gone into an error
+   instead of a silent jump, so data loss is reported as ``failOnDataLoss`` says.
+2. ``consume`` in batches and build one column list per field, then one
+   ``pa.RecordBatch`` per about ``_BATCH_ROWS`` records: no Python tuple per row.
+3. Stop when the consumer's **position** reaches ``end``, not when a record with offset
+   ``end - 1`` arrives: under ``read_committed`` the last offsets of a range may be aborted
+   records or transaction markers, which are never delivered. Waiting for them would hang the
+   task until the poll timeout.
+4. Fail if the position makes no progress for ``kafkaConsumer.pollTimeoutMs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+from checkpoint.deadline import Deadline
+from connectors.kafka.offsets import describe
+from connectors.kafka.ranges import OffsetRange
+from connectors.kafka.source_client import is_transient, open_consumer
+from connectors.kafka.source_errors import KafkaSourceError, report_data_loss
+from connectors.kafka.source_options import SourceOptions
+
+_CONSUME_MAX = 10_000
+_BATCH_ROWS = 10_000
+_POLL_S = 0.1
+
+
+def read_range(
+    offset_range: OffsetRange, options: SourceOptions, group_id: str, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """Every record of ``offset_range`` the isolation level lets through, in offset order."""
+    consumer = open_consumer(options, group_id)
+    try:
+        yield from _RangeRead(consumer, offset_range, options, schema).batches()
+    finally:
+        consumer.close()
+
+
+class _RangeRead:
+    """The state of one range being read: its consumer, position and pending columns."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        offset_range: OffsetRange,
+        options: SourceOptions,
+        schema: pa.Schema,
+    ) -> None:
+        self._consumer = consumer
+        self._range = offset_range
+        self._options = options
+        self._columns = _Columns(offset_range.topic, offset_range.partition, schema)
+        self._tp = TopicPartition(offset_range.topic, offset_range.partition)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        end = self._range.end
+        position = self._range.start
+        # Step 1
+        self._consumer.assign([TopicPartition(self._range.topic, self._range.partition, position)])
+        stalled = Deadline(self._options.poll_timeout_s)
+        while position < end:
+            before = position
+            # Step 2: ask for no more than the offsets left, so that consume returns as soon as
+            # they have arrived instead of waiting out its timeout.
+            messages = self._consumer.consume(min(_CONSUME_MAX, end - position), timeout=_POLL_S)
+            for message in messages:
+                error = message.error()
+                if error is None:
+                    if message.offset() >= end:
+                        break
+                    self._columns.add(message)
+                elif error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    position = self._skip_lost(position)
+                    break
+                elif not is_transient(error):
+                    raise KafkaSourceError(f"reading {describe(self._range.key)} failed: {error}")
+                # A transient error (a broker briefly away) is not the end: the records after
+                # it in this batch still count, and the stall deadline bounds the wait.
+            if len(self._columns) >= _BATCH_ROWS:
+                yield self._columns.flush()
+            # Step 3
+            position = max(position, self._consumer.position([self._tp])[0].offset)
+            if position > before:
+                stalled = Deadline(self._options.poll_timeout_s)
+            elif stalled.expired():  # Step 4
+                raise KafkaSourceError(
+                    f"reading {describe(self._range.key)} offsets [{self._range.start}, {end}) "
+                    f"made no progress at offset {position} for kafkaConsumer.pollTimeoutMs="
+                    f"{self._options.poll_timeout_s * 1000:.0f}: the broker is unreachable or "
+                    "slow. Check the broker, or raise kafkaConsumer.pollTimeoutMs"
+                )
+        if len(self._columns):
+            yield self._columns.flush()
+
+    def _skip_lost(self, position: int) -> int:
+        """After "offset out of range": report the loss; return where to go on (``end``: stop).
+
+        The records at ``position`` were deleted (retention, ``delete_records``) or the log
+        was truncated or recreated below it.
+        """
+        low, high = self._consumer.get_watermark_offsets(
+            self._tp, timeout=self._options.api_timeout_s, cached=False
+        )
+        where = describe(self._range.key)
+        if position < low:
+            report_data_loss(
+                f"offsets [{position}, {min(low, self._range.end)}) of {where} are no longer "
+                f"available (its log now starts at {low})",
+                fail=self._options.fail_on_data_loss,
+            )
+            resume = low
+        else:
+            report_data_loss(
+                f"offset {position} of {where} is beyond its log end {high} (the topic was "
+                "recreated or its log truncated)",
+                fail=self._options.fail_on_data_loss,
+            )
+            resume = self._range.end
+        if resume < self._range.end:
+            # seek() refuses a partition in this error state; a new assignment resets it.
+            self._consumer.assign(
+                [TopicPartition(self._range.topic, self._range.partition, resume)]
+            )
+        return resume
+
+
+class _Columns:
+    """Column lists for one Arrow batch; topic and partition are constant per range."""
+
+    def __init__(self, topic: str, partition: int, schema: pa.Schema) -> None:
+        self._topic = topic
+        self._partition = partition
+        self._schema = schema
+        self._headers = "headers" in schema.names
+        self._reset()
+
+    def _reset(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.stamps: list[int] = []
+        self.stamp_types: list[int] = []
+        self.headers: list[list[tuple[str, bytes | None]] | None] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, message: Message) -> None:
+        self.keys.append(message.key())
+        self.values.append(message.value())
+        self.offsets.append(message.offset())
+        stamp_type, stamp = message.timestamp()
+        self.stamp_types.append(stamp_type)
+        self.stamps.append(stamp)
+        if self._headers:
+            # Spark's source gives null, not an empty array, for a record without headers.
+            self.headers.append(message.headers() or None)
+
+    def flush(self) -> pa.RecordBatch:
+        """The pending records as one batch, in the schema's field order."""
+        rows = len(self.offsets)
+        types = {field.name: field.type for field in self._schema}
+        arrays = {
+            "key": pa.array(self.keys, types["key"]),
+            "value": pa.array(self.values, types["value"]),
+            "topic": pa.repeat(pa.scalar(self._topic, types["topic"]), rows),
+            "partition": pa.repeat(pa.scalar(self._partition, types["partition"]), rows),
+            "offset": pa.array(self.offsets, types["offset"]),
+            # Kafka gives milliseconds; Spark's timestamp is microseconds.
+            "timestamp": pc.multiply(pa.array(self.stamps, pa.int64()), 1000).cast(
+                types["timestamp"]
+            ),
+            # confluent-kafka numbers timestamp types from 0 (none); Java, and Spark, from -1.
+            "timestampType": pc.subtract(pa.array(self.stamp_types, pa.int32()), 1).cast(
+                types["timestampType"]
+            ),
+        }
+        if self._headers:
+            arrays["headers"] = pa.array(self.headers, types["headers"])
+        batch = pa.RecordBatch.from_arrays(
+            [arrays[name] for name in self._schema.names], schema=self._schema
+        )
+        self._reset()
+        return batch

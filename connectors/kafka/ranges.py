@@ -1,0 +1,147 @@
+"""Offset ranges: what one Spark task reads, planned on the driver from a batch's start and end.
+
+Pure logic, no Kafka: :func:`plan_ranges` turns two offset snapshots into one range per
+partition (and says which offsets are lost), :func:`split_ranges` cuts them up for
+``minPartitions`` and ``maxRecordsPerPartition`` the way Spark's ``KafkaOffsetRangeCalculator``
+does.
+
+>>> ranges, lost = plan_ranges({("t", 0): 10}, {("t", 0): 40, ("t", 1): 5})
+>>> [(r.partition, r.start, r.end) for r in ranges], lost
+([(0, 10, 40), (1, 0, 5)], [])
+>>> [(r.start, r.end) for r in split_ranges(ranges[:1], min_partitions=3)]
+[(10, 20), (20, 30), (30, 40)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from connectors.kafka.offsets import PartitionKey, describe
+from connectors.kafka.source_errors import SourceOptionError
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Offsets ``[start, end)`` of one partition. Sent to executors, so it stays this small.
+
+    Under ``read_committed`` some of these offsets are aborted records or transaction markers
+    that a consumer never returns, so ``size`` counts offsets, not rows.
+    """
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def key(self) -> PartitionKey:
+        return (self.topic, self.partition)
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def plan_ranges(
+    start: Mapping[PartitionKey, int], end: Mapping[PartitionKey, int]
+) -> tuple[list[OffsetRange], list[str]]:
+    """The non-empty ranges from ``start`` to ``end``, and a description of each data loss.
+
+    A partition in ``end`` but not in ``start`` appeared since (partitions added, or a new
+    topic matching ``subscribePattern``): it is read from offset 0, its earliest; if retention
+    already removed its first records, the executor reports that. A partition in ``start`` but
+    not in ``end`` is gone, and one whose end is below its start was truncated or recreated:
+    both lose data, which the caller reports according to ``failOnDataLoss``.
+    """
+    lost = [
+        f"{describe(key)} is gone (its topic was deleted); it had been read up to offset "
+        f"{start[key]}"
+        for key in sorted(start.keys() - end.keys())
+    ]
+    ranges: list[OffsetRange] = []
+    for key in sorted(end):
+        first = start.get(key, 0)
+        if end[key] < first:
+            lost.append(
+                f"the offsets of {describe(key)} went back from {first} to {end[key]} (the "
+                "topic was recreated or its log truncated); offsets below the new end are skipped"
+            )
+        elif end[key] > first:
+            ranges.append(OffsetRange(key[0], key[1], first, end[key]))
+    return ranges, lost
+
+
+def batch_ranges(
+    start: Mapping[PartitionKey, int],
+    end: Mapping[PartitionKey, int],
+    latest: Mapping[PartitionKey, int],
+    *,
+    starting: str,
+    ending: str,
+    end_by_timestamp: bool,
+) -> list[OffsetRange]:
+    """The ranges of a batch query (``spark.read``), whose bounds come from the options named
+    ``starting`` and ``ending``: impossible bounds are the user's to fix, so they fail.
+
+    An end found by timestamp may lie in a transaction still open, beyond the last stable
+    offset: it is lowered to ``latest``. An explicit end beyond ``latest`` would make the read
+    wait for offsets that are not there yet, so it fails.
+    """
+    ranges: list[OffsetRange] = []
+    for key in sorted(end):
+        last = end[key]
+        if last > latest[key] and end_by_timestamp:
+            last = latest[key]
+        elif last > latest[key]:
+            raise SourceOptionError(
+                ending,
+                f"{describe(key)}={last}",
+                f"the latest offset of {describe(key)} is {latest[key]} (the last stable offset "
+                "under read_committed); end at or below it, or use -1 for latest",
+            )
+        if start[key] > last:
+            raise SourceOptionError(
+                starting,
+                f"{describe(key)}={start[key]}",
+                f"it is after the end {last} ({ending}); start at or before the end",
+            )
+        ranges.append(OffsetRange(key[0], key[1], start[key], last))
+    return ranges
+
+
+def split_ranges(
+    ranges: Sequence[OffsetRange],
+    min_partitions: int | None = None,
+    max_records_per_partition: int | None = None,
+) -> list[OffsetRange]:
+    """Cut ranges so that no task reads more than ``max_records_per_partition`` offsets and,
+    when there are fewer ranges than ``min_partitions``, large partitions are read by several
+    tasks in parallel (each range gets a share of tasks proportional to its size)."""
+    result = [r for r in ranges if r.size > 0]
+    if max_records_per_partition is not None:
+        result = [
+            piece for r in result for piece in _divide(r, -(-r.size // max_records_per_partition))
+        ]
+    if min_partitions is not None and 0 < len(result) < min_partitions:
+        total = sum(r.size for r in result)
+        # size * min_partitions / total, rounded half up as Spark's Math.round, in integers.
+        result = [
+            piece
+            for r in result
+            for piece in _divide(r, (2 * r.size * min_partitions + total) // (2 * total))
+        ]
+    return result
+
+
+def _divide(offset_range: OffsetRange, parts: int) -> list[OffsetRange]:
+    """``parts`` contiguous pieces whose sizes differ by at most one offset."""
+    parts = max(1, min(parts, offset_range.size))
+    step, extra = divmod(offset_range.size, parts)
+    pieces: list[OffsetRange] = []
+    first = offset_range.start
+    for index in range(parts):
+        last = first + step + (1 if index < extra else 0)
+        pieces.append(OffsetRange(offset_range.topic, offset_range.partition, first, last))
+        first = last
+    return pieces

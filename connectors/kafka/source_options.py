@@ -1,0 +1,319 @@
+"""The source's options, validated in one place: Spark's built-in Kafka source names and meanings.
+
+Single options are checked where they are read (``_int``, ``_bool``, ...); the rules between
+options live in :func:`_sanity_check`. Every error names the option, the value seen and the fix.
+Option names are case-insensitive, as in Spark (which hands them over lower-cased).
+
+>>> opts = parse_options({"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"},
+...                      streaming=True)
+>>> opts.starting.kind, opts.isolation_level
+('latest', 'read_committed')
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from connectors.kafka.offsets import (
+    EARLIEST,
+    LATEST,
+    PartitionKey,
+    PartitionOffsets,
+    describe,
+    parse_assign,
+    parse_offsets_option,
+)
+from connectors.kafka.source_client import librdkafka_config
+from connectors.kafka.source_errors import SourceOptionError
+
+_log = logging.getLogger(__name__)
+
+# The source's own options, lower-cased; anything else not ``kafka.*`` is unknown.
+_OPTIONS = frozenset(
+    name.lower()
+    for name in [
+        "subscribe",
+        "subscribePattern",
+        "assign",
+        "startingOffsets",
+        "startingOffsetsByTimestamp",
+        "startingTimestamp",
+        "startingOffsetsByTimestampStrategy",
+        "endingOffsets",
+        "endingOffsetsByTimestamp",
+        "endingTimestamp",
+        "maxOffsetsPerTrigger",
+        "minOffsetsPerTrigger",
+        "maxTriggerDelay",
+        "minPartitions",
+        "maxRecordsPerPartition",
+        "failOnDataLoss",
+        "includeHeaders",
+        "groupIdPrefix",
+        "kafkaConsumer.pollTimeoutMs",
+        "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs",
+    ]
+)
+
+_DURATION = re.compile(r"(\d+)\s*(us|ms|s|m|min|h|d)?")
+_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Which topic-partitions to read: exactly one of ``subscribe``, ``subscribePattern``,
+    ``assign``."""
+
+    kind: Literal["subscribe", "subscribePattern", "assign"]
+    topics: tuple[str, ...] = ()
+    pattern: str = ""
+    partitions: tuple[PartitionKey, ...] = ()
+
+    def matches(self, topic: str) -> bool:
+        """Whether a topic belongs to a ``subscribe`` or ``subscribePattern`` subscription.
+
+        Java's ``Pattern.matcher().matches()`` is a full match, hence ``fullmatch``.
+        """
+        if self.kind == "subscribe":
+            return topic in self.topics
+        return re.fullmatch(self.pattern, topic) is not None
+
+
+@dataclass(frozen=True)
+class OffsetBound:
+    """Where a read starts or ends, as given; resolved against Kafka on the driver.
+
+    ``offsets`` holds offsets (with -2 earliest, -1 latest) for kind ``offsets``, and
+    timestamps in ms for kind ``timestamps``; ``timestamp`` is the one of kind ``timestamp``.
+    """
+
+    option: str
+    kind: Literal["earliest", "latest", "offsets", "timestamps", "timestamp"]
+    offsets: PartitionOffsets = field(default_factory=dict)
+    timestamp: int = 0
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Everything the driver and the executors need; small and picklable."""
+
+    bootstrap_servers: str
+    subscription: Subscription
+    starting: OffsetBound
+    ending: OffsetBound
+    timestamp_strategy: str = "error"  # or "latest": when no offset matches a timestamp
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_s: float = 900.0
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    group_id: str | None = None
+    group_id_prefix: str = "spark-kafka-source"
+    isolation_level: str = "read_committed"
+    poll_timeout_s: float = 120.0
+    api_timeout_s: float = 60.0
+    client_config: dict[str, str] = field(default_factory=dict)  # librdkafka keys
+
+
+def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    """Validate the user's options for a streaming (``readStream``) or batch (``read``) query."""
+    opts = {key.lower(): value for key, value in options.items()}
+    client = librdkafka_config(opts)
+    for key in sorted(k for k in opts if not k.startswith("kafka.") and k not in _OPTIONS):
+        _log.warning("kafka-eos source: unknown option %r is ignored", key)
+    parsed = SourceOptions(
+        bootstrap_servers=_required(opts, "kafka.bootstrap.servers", "host1:9092,host2:9092"),
+        subscription=_subscription(opts),
+        starting=_starting(opts, streaming),
+        ending=_ending(opts, streaming),
+        timestamp_strategy=_choice(opts, "startingOffsetsByTimestampStrategy", ("error", "latest")),
+        max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger"),
+        min_offsets_per_trigger=_int(opts, "minOffsetsPerTrigger"),
+        max_trigger_delay_s=_duration(opts, "maxTriggerDelay", "15m"),
+        min_partitions=_int(opts, "minPartitions"),
+        max_records_per_partition=_int(opts, "maxRecordsPerPartition"),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        include_headers=_bool(opts, "includeHeaders", False),
+        group_id=opts.get("kafka.group.id"),
+        group_id_prefix=opts.get("groupidprefix", "spark-kafka-source"),
+        isolation_level=_choice(
+            opts, "kafka.isolation.level", ("read_committed", "read_uncommitted")
+        ),
+        poll_timeout_s=(_int(opts, "kafkaConsumer.pollTimeoutMs") or 120_000) / 1000,
+        api_timeout_s=(_int(opts, "kafka.default.api.timeout.ms") or 60_000) / 1000,
+        client_config=client,
+    )
+    _sanity_check(parsed, opts)
+    return parsed
+
+
+def _sanity_check(parsed: SourceOptions, opts: Mapping[str, str]) -> None:
+    """Rules between options: contradictions fail, Spark's silent precedences are logged."""
+    low, high = parsed.min_offsets_per_trigger, parsed.max_offsets_per_trigger
+    if low is not None and high is not None and low > high:
+        raise SourceOptionError(
+            "minOffsetsPerTrigger",
+            str(low),
+            f"it is above maxOffsetsPerTrigger={high}; no batch could satisfy both. Lower "
+            "minOffsetsPerTrigger or raise maxOffsetsPerTrigger",
+        )
+    if parsed.group_id is not None and "groupidprefix" in opts:
+        _log.warning("kafka-eos source: groupIdPrefix is ignored because kafka.group.id is set")
+    given = [n for n in ("startingtimestamp", "startingoffsetsbytimestamp") if n in opts]
+    if len(given) > 1 or (given and "startingoffsets" in opts):
+        _log.warning(
+            "kafka-eos source: %s wins over the other starting options (Spark's precedence: "
+            "startingTimestamp, startingOffsetsByTimestamp, startingOffsets)",
+            parsed.starting.option,
+        )
+
+
+def _subscription(opts: Mapping[str, str]) -> Subscription:
+    names = ("subscribe", "subscribePattern", "assign")
+    given = [name for name in names if name.lower() in opts]
+    if len(given) != 1:
+        raise SourceOptionError(
+            " / ".join(given or names),
+            ", ".join(opts[name.lower()] for name in given) if given else None,
+            f"{'several are set' if given else 'none is set'}; set exactly one of subscribe "
+            "(comma-separated topics), subscribePattern (a regular expression) or assign "
+            '(JSON, e.g. {"orders":[0,1]})',
+        )
+    kind, value = given[0], opts[given[0].lower()]
+    if kind == "assign":
+        return Subscription("assign", partitions=parse_assign(value))
+    if kind == "subscribePattern":
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise SourceOptionError(kind, value, f"not a regular expression: {exc}") from exc
+        return Subscription("subscribePattern", pattern=value)
+    topics = tuple(sorted({t.strip() for t in value.split(",") if t.strip()}))
+    if not topics:
+        raise SourceOptionError(kind, value, "give one or more topics, e.g. orders,payments")
+    return Subscription("subscribe", topics=topics)
+
+
+def _starting(opts: Mapping[str, str], streaming: bool) -> OffsetBound:
+    """Spark's precedence: startingTimestamp, then startingOffsetsByTimestamp, then
+    startingOffsets (default latest when streaming, earliest in a batch query)."""
+    if "startingtimestamp" in opts:
+        return _timestamp(opts, "startingTimestamp")
+    if "startingoffsetsbytimestamp" in opts:
+        return _by_timestamp(opts, "startingOffsetsByTimestamp")
+    default = "latest" if streaming else "earliest"
+    # A batch query cannot start at "latest": it would read nothing.
+    allowed = {EARLIEST, LATEST} if streaming else {EARLIEST}
+    return _offsets_bound(opts, "startingOffsets", default, allowed)
+
+
+def _ending(opts: Mapping[str, str], streaming: bool) -> OffsetBound:
+    names = ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp")
+    if streaming:
+        for name in names:
+            if name.lower() in opts:
+                raise SourceOptionError(
+                    name,
+                    opts[name.lower()],
+                    "ending offsets are for batch queries (spark.read); a streaming query runs "
+                    "until stopped. Use trigger(availableNow=True) to stop at the data "
+                    "available when the query starts",
+                )
+        return OffsetBound("endingOffsets", "latest")
+    if "endingtimestamp" in opts:
+        return _timestamp(opts, "endingTimestamp")
+    if "endingoffsetsbytimestamp" in opts:
+        return _by_timestamp(opts, "endingOffsetsByTimestamp")
+    # Ending at "earliest" would read nothing.
+    return _offsets_bound(opts, "endingOffsets", "latest", {LATEST})
+
+
+def _offsets_bound(
+    opts: Mapping[str, str], name: str, default: str, allowed: set[int]
+) -> OffsetBound:
+    value = opts.get(name.lower(), default).strip()
+    words = {"earliest": EARLIEST, "latest": LATEST}
+    choices = " or ".join(w for w, special in words.items() if special in allowed)
+    if value.lower() in words:
+        if words[value.lower()] not in allowed:
+            raise SourceOptionError(name, value, f"use {choices} or JSON offsets in a batch query")
+        return OffsetBound(name, "earliest" if value.lower() == "earliest" else "latest")
+    specials = " / ".join(f"{s} ({w})" for w, s in words.items() if s in allowed)
+    example = '{"orders":{"0":23,"1":' + str(max(allowed)) + "}}"
+    offsets = parse_offsets_option(
+        name, value, allowed=f"an offset >= 0 or {specials}", example=example
+    )
+    for key, offset in offsets.items():
+        if offset < 0 and offset not in allowed:
+            raise SourceOptionError(
+                name, value, f"offset {offset} of {describe(key)} must be >= 0 or {specials}"
+            )
+    return OffsetBound(name, "offsets", offsets=offsets)
+
+
+def _by_timestamp(opts: Mapping[str, str], name: str) -> OffsetBound:
+    value = opts[name.lower()]
+    example = '{"orders":{"0":1700000000000,"1":1700000000000}}'
+    stamps = parse_offsets_option(name, value, allowed="a timestamp in ms", example=example)
+    if any(stamp < 0 for stamp in stamps.values()):
+        raise SourceOptionError(name, value, "timestamps are milliseconds since the epoch, >= 0")
+    return OffsetBound(name, "timestamps", offsets=stamps)
+
+
+def _required(opts: Mapping[str, str], name: str, example: str) -> str:
+    value = opts.get(name.lower(), "").strip()
+    if not value:
+        raise SourceOptionError(name, opts.get(name.lower()), f"it is required, e.g. {example}")
+    return value
+
+
+def _int(opts: Mapping[str, str], name: str) -> int | None:
+    """A positive whole number, or None when the option is not set."""
+    value = opts.get(name.lower())
+    if value is None:
+        return None
+    if not value.strip().isdigit() or int(value) <= 0:
+        raise SourceOptionError(name, value, "expected a positive whole number, e.g. 100000")
+    return int(value)
+
+
+def _timestamp(opts: Mapping[str, str], name: str) -> OffsetBound:
+    """``startingTimestamp`` / ``endingTimestamp``: one timestamp for every partition."""
+    value = opts[name.lower()]
+    if not value.strip().isdigit():
+        raise SourceOptionError(
+            name, value, "expected milliseconds since the epoch, e.g. 1700000000000"
+        )
+    return OffsetBound(name, "timestamp", timestamp=int(value))
+
+
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    value = opts.get(name.lower())
+    if value is None:
+        return default
+    if value.strip().lower() not in ("true", "false"):
+        raise SourceOptionError(name, value, "expected true or false")
+    return value.strip().lower() == "true"
+
+
+def _choice(opts: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    value = opts.get(name.lower(), choices[0]).strip()
+    if value.lower() not in choices:
+        raise SourceOptionError(name, value, f"expected one of {', '.join(choices)}")
+    return value.lower()
+
+
+def _duration(opts: Mapping[str, str], name: str, default: str) -> float:
+    """Seconds from Spark's time strings: ``15m``, ``30s``, ``500ms``; a bare number is ms."""
+    value = opts.get(name.lower(), default)
+    match = _DURATION.fullmatch(value.strip().lower())
+    if match is None:
+        raise SourceOptionError(name, value, "expected a duration such as 500ms, 30s, 15m or 1h")
+    return int(match.group(1)) * _SECONDS[match.group(2) or "ms"]

@@ -1,0 +1,239 @@
+"""``format("kafka-eos")`` for reading: Spark's Python Data Source adapter of the Kafka source.
+
+Thin on purpose: options, offsets, planning and reading live in ``connectors.kafka``; this module
+only maps them onto Spark's reader interfaces. Where each method runs:
+
+- ``__init__`` runs wherever Spark plans the read, and the reader is then **pickled to the
+  executors** with ``read``: it holds parsed options only and opens no connection.
+- ``KafkaStreamReader``: ``initialOffset``, ``latestOffset``, ``partitions``, ``commit`` and
+  ``stop`` run in one long-lived Python process on the driver per query, which keeps the Kafka
+  consumer used for metadata and offsets; ``read`` runs on executors, one task per range.
+- ``KafkaBatchReader``: ``partitions`` runs once on the driver, ``read`` on executors.
+
+>>> from connectors.spark import register
+>>> register(spark)
+>>> (spark.readStream.format("kafka-eos")
+...     .option("kafka.bootstrap.servers", "localhost:9092")
+...     .option("subscribe", "orders")
+...     .option("maxOffsetsPerTrigger", 100000)
+...     .load())
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from connectors.kafka.admission import TriggerDelay, backlog, rate_limit
+from connectors.kafka.offset_reader import KafkaOffsetReader
+from connectors.kafka.offsets import (
+    PartitionKey,
+    PartitionOffsets,
+    describe,
+    from_json_dict,
+    to_json_dict,
+)
+from connectors.kafka.range_reader import read_range
+from connectors.kafka.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
+from connectors.kafka.source_errors import SourceOptionError, report_data_loss
+from connectors.kafka.source_options import SourceOptions, parse_options
+
+# Spark's built-in Kafka source schema, field for field.
+_FIELDS = [
+    StructField("key", BinaryType()),
+    StructField("value", BinaryType()),
+    StructField("topic", StringType()),
+    StructField("partition", IntegerType()),
+    StructField("offset", LongType()),
+    StructField("timestamp", TimestampType()),
+    StructField("timestampType", IntegerType()),
+]
+_HEADERS = StructField(
+    "headers",
+    ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])),
+)
+
+
+def source_schema(options: Mapping[str, str]) -> StructType:
+    """The row schema; ``headers`` is there only with ``includeHeaders=true``, as in Spark."""
+    flags = {key.lower(): str(value).strip().lower() for key, value in options.items()}
+    return _schema(flags.get("includeheaders") == "true")
+
+
+def _schema(with_headers: bool) -> StructType:
+    return StructType([*_FIELDS, _HEADERS] if with_headers else _FIELDS)
+
+
+class KafkaInputPartition(InputPartition):
+    """One Spark task: an offset range, small and picklable."""
+
+    def __init__(self, offset_range: OffsetRange) -> None:
+        super().__init__(offset_range)
+
+
+class _KafkaRead:
+    """What both readers share: parsed options, group ids, and ``read`` on the executors."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType, *, streaming: bool) -> None:
+        self._options: SourceOptions = parse_options(options, streaming=streaming)
+        if schema != _schema(self._options.include_headers):
+            raise SourceOptionError(
+                "schema",
+                schema.simpleString(),
+                "the Kafka source has a fixed schema; remove .schema(...) and cast the key and "
+                "value columns instead",
+            )
+        self._schema = schema
+        # Assign-only consumers never join a group; the ids only name the clients, as Spark's.
+        unique = f"{self._options.group_id_prefix}-{uuid.uuid4().hex[:12]}"
+        self._driver_group = self._options.group_id or f"{unique}-driver"
+        self._executor_group = self._options.group_id or f"{unique}-executor"
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # Spark hands over InputPartition(None) when a batch query planned no range.
+        if not isinstance(partition, KafkaInputPartition):
+            return iter(())
+        schema = to_arrow_schema(self._schema, timezone="UTC")
+        return read_range(partition.value, self._options, self._executor_group, schema)
+
+    def _tasks(self, ranges: list[OffsetRange]) -> list[KafkaInputPartition]:
+        options = self._options
+        pieces = split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+        return [KafkaInputPartition(piece) for piece in pieces]
+
+
+class KafkaBatchReader(_KafkaRead, DataSourceReader):
+    """``spark.read.format("kafka-eos")``: offsets from startingOffsets to endingOffsets."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        super().__init__(options, schema, streaming=False)
+
+    def partitions(self) -> list[KafkaInputPartition]:
+        options = self._options
+        kafka = KafkaOffsetReader(options, self._driver_group)
+        try:
+            keys = _partitions_to_start(kafka, options)
+            start = kafka.resolve(options.starting, keys)
+            end = kafka.resolve(options.ending, keys)
+            latest = end if options.ending.kind == "latest" else kafka.latest(keys)
+        finally:
+            kafka.close()
+        ranges = batch_ranges(
+            start,
+            end,
+            latest,
+            starting=options.starting.option,
+            ending=options.ending.option,
+            end_by_timestamp=options.ending.kind in ("timestamp", "timestamps"),
+        )
+        return self._tasks(ranges)
+
+
+class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("kafka-eos")``: the offset in Spark's log is the snapshot."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        super().__init__(options, schema, streaming=True)
+        self._kafka = KafkaOffsetReader(self._options, self._driver_group)
+        low, delay = self._options.min_offsets_per_trigger, self._options.max_trigger_delay_s
+        self._delay = TriggerDelay(low, delay) if low is not None else None
+        self._target: PartitionOffsets | None = None  # the end of Trigger.AvailableNow
+        self._latest: PartitionOffsets | None = None
+
+    def initialOffset(self) -> dict:
+        keys = _partitions_to_start(self._kafka, self._options)
+        return to_json_dict(self._kafka.resolve(self._options.starting, keys))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self._options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self._options.max_offsets_per_trigger)
+        if self._options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self._options.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Fix the end now: partitions and records that appear later wait for the next run."""
+        self._target = self._kafka.latest(self._kafka.partitions())
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end of the next batch: everything available, or as much as the limit admits.
+
+        Spark passes ``ReadAllAvailable`` for ``Trigger.Once`` and must then get everything;
+        otherwise the limit is the one from ``getDefaultReadLimit``. Spark's Python API has no
+        composite limit, so ``minOffsetsPerTrigger`` is applied from the options here, and it
+        is ignored under ``Trigger.AvailableNow``, where waiting for more data would never end.
+        """
+        begin = from_json_dict(start, what="the start offset Spark passed to latestOffset")
+        if self._target is not None:
+            latest = self._target
+        else:
+            latest = self._kafka.latest(self._kafka.partitions())
+        self._latest = latest
+        if isinstance(limit, ReadAllAvailable):
+            return to_json_dict(latest)
+        delay = self._delay if self._target is None else None
+        if delay is not None and not delay.admit(sum(backlog(begin, latest).values())):
+            return to_json_dict(begin)
+        if isinstance(limit, ReadMaxRows):
+            return to_json_dict(rate_limit(begin, latest, limit.max_rows))
+        return to_json_dict(latest)
+
+    def reportLatestOffset(self) -> dict | None:
+        """The newest offsets seen, for ``StreamingQueryProgress`` (lag = latest - end)."""
+        return to_json_dict(self._latest) if self._latest is not None else None
+
+    def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
+        ranges, lost = plan_ranges(
+            from_json_dict(start, what="the batch start in Spark's offset log"),
+            from_json_dict(end, what="the batch end in Spark's offset log"),
+        )
+        for detail in lost:
+            report_data_loss(detail, fail=self._options.fail_on_data_loss)
+        return self._tasks(ranges)
+
+    def commit(self, end: dict) -> None:
+        """For lag monitoring only, when ``kafka.group.id`` is set; recovery never reads it."""
+        if self._options.group_id is not None:
+            self._kafka.commit(from_json_dict(end, what="the committed batch end"))
+
+    def stop(self) -> None:
+        self._kafka.close()
+
+
+def _partitions_to_start(kafka: KafkaOffsetReader, options: SourceOptions) -> list[PartitionKey]:
+    """The partitions now; with ``assign`` they must all exist, or the start is not the
+    user's."""
+    keys = kafka.partitions()
+    missing = set(options.subscription.partitions) - set(keys)
+    if missing:
+        raise SourceOptionError(
+            "assign",
+            ", ".join(describe(key) for key in sorted(missing)),
+            "these partitions do not exist; create them or assign existing ones",
+        )
+    return keys

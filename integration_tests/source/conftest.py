@@ -1,0 +1,176 @@
+"""Helpers for the source's integration tests: produce records, run a query, collect batches.
+
+Keys are record numbers as text, so a test can count per key: each committed key must reach
+exactly one micro-batch, and a batch Spark replays after a restart must hold the same keys.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from confluent_kafka import Producer
+
+from connectors.spark import register
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+QUERY_TIMEOUT_S = 180
+
+
+@pytest.fixture
+def source_spark(spark: SparkSession) -> SparkSession:
+    """The session SparkSession with ``format("kafka-eos")`` registered."""
+    register(spark)
+    return spark
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    keys: Iterable[int],
+    *,
+    partition: int = -1,
+    headers: list[tuple[str, bytes | None]] | None = None,
+) -> None:
+    """Plain (non-transactional) records whose key and value are the record number."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for key in keys:
+        text = str(key).encode()
+        producer.produce(topic, key=text, value=text, partition=partition, headers=headers)
+    assert producer.flush(60) == 0
+
+
+def transaction(
+    bootstrap: str, topic: str, keys: Iterable[int], *, commit: bool | None, partition: int = -1
+) -> Producer:
+    """One transaction of ``keys``: committed, aborted, or (``commit=None``) left open.
+
+    An open transaction's producer is returned so that the test can end it; close it with
+    ``commit_transaction``/``abort_transaction`` before the test ends.
+    """
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"src-{uuid.uuid4().hex}"}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for key in keys:
+        text = str(key).encode()
+        producer.produce(topic, key=text, value=text, partition=partition)
+    assert producer.flush(30) == 0
+    if commit is True:
+        producer.commit_transaction(30)
+    elif commit is False:
+        producer.abort_transaction(30)
+    return producer
+
+
+class Batches:
+    """A ``foreachBatch`` sink keeping each micro-batch's keys by batch id.
+
+    Keeping by id makes a replayed batch overwrite its first attempt, the way an idempotent
+    sink would; a replay that reads other records than the first attempt is a source bug and
+    is recorded in ``differing_replays``. ``fail_at`` makes the sink raise in that batch
+    (once), after recording it: a crash in the middle of a batch.
+    """
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.by_id: dict[int, list[int]] = {}
+        self.differing_replays: list[int] = []
+        self.fail_at = fail_at
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        keys = frame.selectExpr("CAST(CAST(key AS STRING) AS BIGINT) AS k").toArrow()
+        self.record(batch_id, sorted(keys.column("k").to_pylist()))
+
+    def record(self, batch_id: int, keys: list[int]) -> None:
+        if batch_id in self.by_id and self.by_id[batch_id] != keys:
+            self.differing_replays.append(batch_id)
+        self.by_id[batch_id] = keys
+        if batch_id == self.fail_at:
+            self.fail_at = None
+            raise RuntimeError(f"injected crash in the middle of batch {batch_id}")
+
+    def counts(self) -> Counter[int]:
+        return Counter(key for keys in self.by_id.values() for key in keys)
+
+    def assert_exactly_once(self, expected: Iterable[int]) -> None:
+        counts = self.counts()
+        expected = set(expected)
+        assert not self.differing_replays, f"replays read other records: {self.differing_replays}"
+        assert {k for k, n in counts.items() if n > 1} == set(), "keys in several batches"
+        assert expected - set(counts) == set(), "keys never delivered"
+        assert set(counts) - expected == set(), "keys delivered that were not committed"
+
+
+def start_stream(
+    spark: SparkSession,
+    options: dict[str, str],
+    checkpoint: Path,
+    sink: Batches,
+    *,
+    available_now: bool = True,
+) -> StreamingQuery:
+    """Start ``readStream.format("kafka-eos")`` into ``sink`` with this checkpoint."""
+    writer = (
+        spark.readStream.format("kafka-eos")
+        .options(**options)
+        .load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+    )
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime="500 milliseconds")
+    )
+    return writer.start()
+
+
+def run_to_end(query: StreamingQuery) -> None:
+    """Wait for an AvailableNow query and re-raise its failure, if any."""
+    assert query.awaitTermination(QUERY_TIMEOUT_S), "the query did not finish in time"
+    error = query.exception()
+    if error is not None:
+        raise AssertionError(f"query failed: {error}")
+
+
+def run_to_failure(query: StreamingQuery) -> str:
+    """Wait for a query that must fail; return its error text."""
+    from pyspark.errors import StreamingQueryException
+
+    with pytest.raises(StreamingQueryException) as caught:
+        query.awaitTermination(QUERY_TIMEOUT_S)
+    return str(caught.value)
+
+
+def batch_frame(spark: SparkSession, bootstrap: str, topic: str, **options: str) -> DataFrame:
+    """``spark.read.format("kafka-eos")`` from earliest; a new reader each time, because
+    ``DataFrameReader.options()`` changes the reader in place."""
+    return spark.read.format("kafka-eos").options(**options_for(bootstrap, topic, **options)).load()
+
+
+def keys_of(frame: DataFrame) -> list[int]:
+    """The record numbers in a frame of Kafka rows, sorted."""
+    rows = frame.selectExpr("CAST(CAST(key AS STRING) AS BIGINT) AS k").collect()
+    return sorted(row.k for row in rows)
+
+
+def options_for(bootstrap: str, topic: str, **extra: str) -> dict[str, str]:
+    return {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        **extra,
+    }
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path / "checkpoint"

@@ -1,0 +1,69 @@
+"""maxOffsetsPerTrigger across partitions, and minOffsetsPerTrigger with maxTriggerDelay."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from checkpoint.testing import ManualClock
+from connectors.kafka.admission import TriggerDelay, backlog, rate_limit
+
+
+def test_everything_fits_within_the_limit() -> None:
+    latest = {("t", 0): 50, ("t", 1): 7}
+    assert rate_limit({("t", 0): 40, ("t", 1): 7}, latest, 100) == latest
+
+
+def test_shares_follow_the_backlog() -> None:
+    end = rate_limit({("t", 0): 100, ("t", 1): 0}, {("t", 0): 1100, ("t", 1): 3000}, 400)
+    assert end == {("t", 0): 200, ("t", 1): 300}
+
+
+def test_a_small_partition_is_not_starved() -> None:
+    end = rate_limit({}, {("big", 0): 1_000_000, ("small", 0): 3}, 100)
+    assert end == {("big", 0): 99, ("small", 0): 1}
+
+
+def test_never_more_than_the_limit_even_with_more_partitions_than_offsets() -> None:
+    """Spark rounds each tiny share up and can admit 20 offsets for a limit of 10."""
+    latest = {("t", p): 1 for p in range(20)}
+    end = rate_limit({}, latest, 10)
+    assert sum(end.values()) == 10
+
+
+def test_partitions_without_backlog_keep_their_latest_even_if_lower() -> None:
+    """A partition whose offsets went back is left for the planner to report as data loss."""
+    end = rate_limit({("t", 0): 50, ("t", 1): 0}, {("t", 0): 20, ("t", 1): 500}, 10)
+    assert end == {("t", 0): 20, ("t", 1): 10}
+
+
+def test_new_partitions_count_from_zero() -> None:
+    assert backlog({("t", 0): 5}, {("t", 0): 5, ("t", 1): 8}) == {("t", 1): 8}
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 2**62), st.integers(0, 10**6)), min_size=1, max_size=12),
+    st.integers(min_value=1, max_value=10**6),
+)
+def test_budget_is_used_exactly_and_never_overshoots(
+    partitions: list[tuple[int, int]], max_offsets: int
+) -> None:
+    start = {("t", p): first for p, (first, _) in enumerate(partitions)}
+    latest = {("t", p): first + size for p, (first, size) in enumerate(partitions)}
+    end = rate_limit(start, latest, max_offsets)
+    admitted = [end[k] - start[k] for k in start]
+    assert all(0 <= admitted[i] <= latest[k] - start[k] for i, k in enumerate(start))
+    assert sum(admitted) == min(max_offsets, sum(latest[k] - start[k] for k in start))
+
+
+def test_trigger_delay_waits_for_enough_offsets_or_the_delay() -> None:
+    clock = ManualClock()
+    delay = TriggerDelay(min_offsets=100, max_delay_s=60, clock=clock)
+    assert delay.admit(0)  # the first trigger after a start, as in Spark
+    clock.advance(10)
+    assert not delay.admit(99)
+    assert delay.admit(100)
+    clock.advance(59)
+    assert not delay.admit(1)
+    clock.advance(1)
+    assert delay.admit(1)  # 60 s since the last batch: go with what there is

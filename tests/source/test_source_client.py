@@ -1,0 +1,77 @@
+"""Which ``kafka.*`` options reach librdkafka, and the consumer the source configures."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError
+
+from connectors.kafka.source_client import consumer_config, is_transient, open_consumer
+from connectors.kafka.source_errors import SourceOptionError
+from connectors.kafka.source_options import parse_options
+
+BASE = {"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"}
+
+
+def parse(**extra: str) -> object:
+    return parse_options({**BASE, **extra}, streaming=True)
+
+
+def error_of(**extra: str) -> str:
+    with pytest.raises(SourceOptionError) as caught:
+        parse(**extra)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "fix"),
+    [
+        ("kafka.auto.offset.reset", "startingOffsets"),
+        ("kafka.enable.auto.commit", "kafka.group.id"),
+        ("kafka.key.deserializer", "CAST(key AS STRING)"),
+        ("kafka.value.deserializer", "CAST(value AS STRING)"),
+        ("kafka.interceptor.classes", "remove the option"),
+        ("kafka.sasl.jaas.config", "kafka.sasl.username"),
+        ("kafka.ssl.truststore.location", "kafka.ssl.ca.location"),
+        ("kafka.fetch.max.wait.ms", "kafka.fetch.wait.max.ms"),
+    ],
+)
+def test_rejected_kafka_keys_name_key_value_and_fix(key: str, fix: str) -> None:
+    message = error_of(**{key: "some-value"})
+    assert f"{key}='some-value'" in message
+    assert fix in message
+
+
+def test_group_id_is_allowed() -> None:
+    assert parse(**{"kafka.group.id": "lag-monitor"}).group_id == "lag-monitor"
+
+
+def test_kafka_keys_pass_to_librdkafka_without_prefix() -> None:
+    opts = parse(
+        **{
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.isolation.level": "read_uncommitted",
+            "kafka.default.api.timeout.ms": "5000",
+            "kafka.group.id": "g",
+        }
+    )
+    # The keys the source reads itself are not passed on twice.
+    assert opts.client_config == {"security.protocol": "SASL_SSL"}
+    assert opts.api_timeout_s == 5.0
+    config = consumer_config(opts, "g-executor")
+    assert config["isolation.level"] == "read_uncommitted"
+    assert config["group.id"] == "g-executor"
+    assert config["enable.auto.commit"] is False
+    assert config["auto.offset.reset"] == "error"
+
+
+def test_keys_librdkafka_rejects_fail_naming_librdkafka() -> None:
+    """Checked when the consumer is made (on the driver, at query start): no broker needed."""
+    with pytest.raises(SourceOptionError, match="librdkafka rejected the client configuration"):
+        open_consumer(parse(**{"kafka.no.such.key": "1"}), "g")
+
+
+def test_transient_errors() -> None:
+    assert is_transient(KafkaError(KafkaError._TRANSPORT))
+    assert is_transient(KafkaError(KafkaError.LEADER_NOT_AVAILABLE))
+    assert not is_transient(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    assert not is_transient(KafkaError(KafkaError._TRANSPORT, fatal=True))

@@ -1,0 +1,107 @@
+"""Range planning: new, gone and truncated partitions; minPartitions and maxRecordsPerPartition."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from connectors.kafka.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
+from connectors.kafka.source_errors import SourceOptionError
+
+
+def test_new_partitions_start_at_zero_and_empty_ones_are_skipped() -> None:
+    ranges, lost = plan_ranges(
+        {("t", 0): 10, ("t", 1): 4}, {("t", 0): 20, ("t", 1): 4, ("u", 0): 3}
+    )
+    assert ranges == [OffsetRange("t", 0, 10, 20), OffsetRange("u", 0, 0, 3)]
+    assert lost == []
+
+
+def test_gone_and_backwards_partitions_are_data_loss() -> None:
+    ranges, lost = plan_ranges({("t", 0): 10, ("gone", 0): 5}, {("t", 0): 3})
+    assert ranges == []
+    assert len(lost) == 2
+    assert "gone-0 is gone" in lost[0] and "offset 5" in lost[0]
+    assert "t-0 went back from 10 to 3" in lost[1]
+
+
+def test_split_for_min_partitions_is_proportional() -> None:
+    big, small = OffsetRange("t", 0, 0, 900), OffsetRange("t", 1, 0, 100)
+    pieces = split_ranges([big, small], min_partitions=10)
+    assert [p.partition for p in pieces].count(0) == 9
+    assert [p.partition for p in pieces].count(1) == 1
+    assert [(p.start, p.end) for p in pieces if p.partition == 0][:2] == [(0, 100), (100, 200)]
+
+
+def test_enough_ranges_are_not_split() -> None:
+    ranges = [OffsetRange("t", p, 0, 1000) for p in range(4)]
+    assert split_ranges(ranges, min_partitions=4) == ranges
+    assert split_ranges(ranges) == ranges
+
+
+def test_max_records_per_partition() -> None:
+    pieces = split_ranges([OffsetRange("t", 0, 5, 30)], max_records_per_partition=10)
+    assert [(p.start, p.end) for p in pieces] == [(5, 14), (14, 22), (22, 30)]
+
+
+def test_ranges_are_never_cut_below_one_offset() -> None:
+    pieces = split_ranges([OffsetRange("t", 0, 0, 2)], min_partitions=8)
+    assert [(p.start, p.end) for p in pieces] == [(0, 1), (1, 2)]
+
+
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=10_000), min_size=1, max_size=8),
+    min_partitions=st.one_of(st.none(), st.integers(min_value=1, max_value=64)),
+    max_records=st.one_of(st.none(), st.integers(min_value=1, max_value=5_000)),
+)
+def test_splitting_covers_every_offset_exactly_once(
+    sizes: list[int], min_partitions: int | None, max_records: int | None
+) -> None:
+    ranges = [OffsetRange("t", p, 100, 100 + size) for p, size in enumerate(sizes)]
+    pieces = split_ranges(ranges, min_partitions, max_records)
+    for r in ranges:
+        mine = [p for p in pieces if p.partition == r.partition]
+        covered = [o for p in mine for o in range(p.start, p.end)]
+        assert covered == list(range(r.start, r.end))
+        assert all(p.size > 0 for p in mine)
+        if max_records is not None:
+            assert all(p.size <= max_records for p in mine)
+
+
+def test_batch_ranges() -> None:
+    ranges = batch_ranges(
+        {("t", 0): 0, ("t", 1): 5},
+        {("t", 0): 10, ("t", 1): 5},
+        {("t", 0): 10, ("t", 1): 9},
+        starting="startingOffsets",
+        ending="endingOffsets",
+        end_by_timestamp=False,
+    )
+    assert ranges == [OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 5, 5)]
+
+
+def test_batch_end_beyond_latest_fails_unless_found_by_timestamp() -> None:
+    args = ({("t", 0): 0}, {("t", 0): 50}, {("t", 0): 40})
+    with pytest.raises(
+        SourceOptionError, match=r"endingOffsets='t-0=50'.*latest offset of t-0 is 40"
+    ):
+        batch_ranges(
+            *args, starting="startingOffsets", ending="endingOffsets", end_by_timestamp=False
+        )
+    clamped = batch_ranges(
+        *args, starting="startingOffsets", ending="endingTimestamp", end_by_timestamp=True
+    )
+    assert clamped == [OffsetRange("t", 0, 0, 40)]
+
+
+def test_batch_start_after_end_fails() -> None:
+    with pytest.raises(SourceOptionError, match=r"startingOffsets='t-0=30'.*after the end 20"):
+        batch_ranges(
+            {("t", 0): 30},
+            {("t", 0): 20},
+            {("t", 0): 40},
+            starting="startingOffsets",
+            ending="endingOffsets",
+            end_by_timestamp=False,
+        )

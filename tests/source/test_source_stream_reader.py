@@ -1,0 +1,120 @@
+"""The stream reader's planning on the driver, with a fake Kafka: which end each trigger gets,
+and what Spark is told. No broker and no SparkSession."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+from connectors.kafka.offsets import PartitionKey, PartitionOffsets
+from connectors.kafka.ranges import OffsetRange
+from connectors.kafka.source_errors import DataLossError
+from connectors.spark.source import KafkaStreamReader, source_schema
+
+OPTIONS = {"kafka.bootstrap.servers": "k:9092", "subscribe": "t", "startingoffsets": "earliest"}
+
+
+class FakeKafka:
+    """Answers the driver's questions from a dict of latest offsets; earliest is 0."""
+
+    def __init__(self, latest: PartitionOffsets) -> None:
+        self.latest_offsets = latest
+        self.committed: list[PartitionOffsets] = []
+
+    def partitions(self) -> list[PartitionKey]:
+        return sorted(self.latest_offsets)
+
+    def latest(self, keys: list[PartitionKey]) -> PartitionOffsets:
+        return {key: self.latest_offsets[key] for key in keys}
+
+    def resolve(self, bound: object, keys: list[PartitionKey]) -> PartitionOffsets:
+        return dict.fromkeys(keys, 0)
+
+    def commit(self, offsets: PartitionOffsets) -> None:
+        self.committed.append(offsets)
+
+    def close(self) -> None:
+        pass
+
+
+def reader(latest: PartitionOffsets, **options: str) -> tuple[KafkaStreamReader, FakeKafka]:
+    merged = {**OPTIONS, **options}
+    stream = KafkaStreamReader(merged, source_schema(merged))
+    fake = FakeKafka(latest)
+    stream._kafka = fake  # type: ignore[assignment]
+    return stream, fake
+
+
+def test_the_reader_pickles_small_before_any_kafka_call() -> None:
+    """Spark pickles the reader to the executors with ``read``."""
+    assert len(pickle.dumps(KafkaStreamReader(OPTIONS, source_schema(OPTIONS)))) < 4000
+
+
+def test_initial_offset_and_read_limits() -> None:
+    stream, _ = reader({("t", 0): 10, ("t", 1): 5})
+    assert stream.initialOffset() == {"t": {"0": 0, "1": 0}}
+    assert stream.getDefaultReadLimit() == ReadAllAvailable()
+    assert reader({}, maxOffsetsPerTrigger="7")[0].getDefaultReadLimit() == ReadMaxRows(7)
+    assert reader({}, minOffsetsPerTrigger="3")[0].getDefaultReadLimit() == ReadMinRows(3)
+
+
+def test_latest_offset_honours_the_limit_spark_passes() -> None:
+    stream, _ = reader({("t", 0): 100, ("t", 1): 100}, maxOffsetsPerTrigger="10")
+    start = {"t": {"0": 0, "1": 0}}
+    assert stream.latestOffset(start, ReadMaxRows(10)) == {"t": {"0": 5, "1": 5}}
+    # Trigger.Once: everything, whatever the options say.
+    assert stream.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 100, "1": 100}}
+    assert stream.reportLatestOffset() == {"t": {"0": 100, "1": 100}}
+
+
+def test_min_offsets_hold_the_batch_back_by_returning_the_start() -> None:
+    stream, fake = reader({("t", 0): 5}, minOffsetsPerTrigger="50", maxTriggerDelay="1h")
+    start = {"t": {"0": 0}}
+    assert stream.latestOffset(start, ReadMinRows(50)) == {"t": {"0": 5}}  # first trigger
+    fake.latest_offsets = {("t", 0): 30}
+    assert stream.latestOffset({"t": {"0": 5}}, ReadMinRows(50)) == {"t": {"0": 5}}
+    fake.latest_offsets = {("t", 0): 55}
+    assert stream.latestOffset({"t": {"0": 5}}, ReadMinRows(50)) == {"t": {"0": 55}}
+
+
+def test_available_now_fixes_the_end_and_ignores_the_minimum() -> None:
+    stream, fake = reader(
+        {("t", 0): 40}, minOffsetsPerTrigger="20", maxOffsetsPerTrigger="25", maxTriggerDelay="1h"
+    )
+    stream.prepareForTriggerAvailableNow()
+    fake.latest_offsets = {("t", 0): 90, ("t", 1): 9}  # arrives after the start: not this run
+    assert stream.latestOffset({"t": {"0": 0}}, ReadMaxRows(25)) == {"t": {"0": 25}}
+    # 15 offsets < minOffsetsPerTrigger, but waiting for more would never end this run.
+    assert stream.latestOffset({"t": {"0": 25}}, ReadMaxRows(25)) == {"t": {"0": 40}}
+    assert stream.latestOffset({"t": {"0": 40}}, ReadMaxRows(25)) == {"t": {"0": 40}}
+
+
+def test_partitions_plan_new_partitions_from_zero_and_split() -> None:
+    stream, _ = reader({}, minPartitions="4")
+    tasks = stream.partitions({"t": {"0": 10}}, {"t": {"0": 40, "1": 10}})
+    assert [task.value for task in tasks] == [
+        OffsetRange("t", 0, 10, 20),
+        OffsetRange("t", 0, 20, 30),
+        OffsetRange("t", 0, 30, 40),
+        OffsetRange("t", 1, 0, 10),
+    ]
+
+
+def test_gone_partitions_fail_or_are_skipped() -> None:
+    strict, _ = reader({})
+    with pytest.raises(DataLossError, match="u-0 is gone"):
+        strict.partitions({"t": {"0": 1}, "u": {"0": 4}}, {"t": {"0": 3}})
+    lenient, _ = reader({}, failOnDataLoss="false")
+    tasks = lenient.partitions({"t": {"0": 1}, "u": {"0": 4}}, {"t": {"0": 3}})
+    assert [task.value for task in tasks] == [OffsetRange("t", 0, 1, 3)]
+
+
+def test_commit_goes_to_the_group_only_when_one_is_set() -> None:
+    anonymous, fake = reader({})
+    anonymous.commit({"t": {"0": 3}})
+    assert fake.committed == []
+    monitored, fake = reader({}, **{"kafka.group.id": "lag"})
+    monitored.commit({"t": {"0": 3}})
+    assert fake.committed == [{("t", 0): 3}]
