@@ -15,6 +15,12 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 _POLL_S = 0.5
+_LEADERSHIP_MOVING = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+}
 
 
 @dataclass(frozen=True)
@@ -53,16 +59,11 @@ def drain(
         if metadata.error is not None:
             raise KafkaException(metadata.error)
         partitions = sorted(metadata.partitions)
-        ends = {
-            p: consumer.get_watermark_offsets(
-                TopicPartition(topic, p), timeout=timeout_s, cached=False
-            )[1]
-            for p in partitions
-        }
+        deadline = time.monotonic() + timeout_s
+        ends = {p: _end_offset(consumer, TopicPartition(topic, p), deadline) for p in partitions}
         pending = {p for p in partitions if ends[p] > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
         records: list[DrainedRecord] = []
-        deadline = time.monotonic() + timeout_s
         while pending:
             if time.monotonic() > deadline:
                 positions = consumer.position([TopicPartition(topic, p) for p in sorted(pending)])
@@ -96,3 +97,18 @@ def drain(
         return sorted(records, key=lambda r: (r.partition, r.offset))
     finally:
         consumer.close()
+
+
+def _end_offset(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
+    """The partition's end for this isolation level; retried while leadership moves (a broker
+    restarting or failing over answers "not leader" for a moment)."""
+    while True:
+        try:
+            left = max(deadline - time.monotonic(), 0.001)
+            return consumer.get_watermark_offsets(partition, timeout=left, cached=False)[1]
+        except KafkaException as exc:
+            error = exc.args[0]
+            moving = error.retriable() or error.code() in _LEADERSHIP_MOVING
+            if not moving or time.monotonic() >= deadline:
+                raise
+            time.sleep(_POLL_S)

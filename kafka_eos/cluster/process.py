@@ -6,10 +6,12 @@ Processes are tracked by pid and stopped only through this object.
 
 from __future__ import annotations
 
+import ctypes
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,12 +27,19 @@ from kafka_eos.cluster.base import (
 from kafka_eos.cluster.jars import kafka_libs
 
 _STOP_TIMEOUT_S = 30.0
+_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """A broker must not outlive the fixture or demo that started it, even one killed -9."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @dataclass
@@ -128,6 +137,7 @@ class ProcessCluster:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         if wait:
             wait_until_ready(self.bootstrap_servers, len(self.running_node_ids))

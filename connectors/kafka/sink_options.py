@@ -1,0 +1,142 @@
+"""The sink's options, validated in one place.
+
+Names follow Spark's built-in Kafka sink (``kafka.bootstrap.servers``, ``topic``, any other
+``kafka.*`` key passed to the producer), plus what exactly-once needs. Spark hands the options
+over lower-cased, so every name here is matched case-insensitively. Single fields are checked
+where they are read; the cross-field rules are in :meth:`SinkOptions._sanity_check`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from checkpoint.errors import ConfigError
+from connectors.lint.inputs import Timing, parse_duration
+
+# Keys Spark's Kafka sink rejects too, or that the guarantee depends on and the sink sets.
+_REJECTED_KAFKA_KEYS: Mapping[str, str] = {
+    "transactional.id": "the sink names transactions itself: set 'transactionalIdPrefix'",
+    "key.serializer": "keys are written as bytes: cast the 'key' column to string or binary",
+    "value.serializer": "values are written as bytes: cast the 'value' column to string or binary",
+}
+_STABLE_PREFIX = re.compile(r"[A-Za-z0-9._-]+")
+
+
+class DeliveryGuarantee(StrEnum):
+    EXACTLY_ONCE = "exactly_once"
+    AT_LEAST_ONCE = "at_least_once"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    bootstrap_servers: str
+    topic: str | None
+    guarantee: DeliveryGuarantee
+    transactional_id_prefix: str | None
+    checkpoint_location: str | None
+    producer_config: dict[str, Any] = field(default_factory=dict)
+    timing: Timing = field(default_factory=Timing)
+    flush_timeout_s: float = 120.0
+    commit_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        self._sanity_check()
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
+        lowered = {k.lower(): v for k, v in options.items()}
+        producer = {k[len("kafka.") :]: v for k, v in lowered.items() if k.startswith("kafka.")}
+        for key, why in _REJECTED_KAFKA_KEYS.items():
+            if key in producer:
+                raise ConfigError(
+                    f"option 'kafka.{key}' = {producer[key]!r} is not supported: {why}"
+                )
+        bootstrap = producer.get("bootstrap.servers")
+        if not bootstrap:
+            raise ConfigError(
+                "option 'kafka.bootstrap.servers' is required, e.g. "
+                ".option('kafka.bootstrap.servers', 'broker1:9092,broker2:9092')"
+            )
+        raw_guarantee = lowered.get("deliveryguarantee", DeliveryGuarantee.EXACTLY_ONCE.value)
+        try:
+            guarantee = DeliveryGuarantee(raw_guarantee.lower())
+        except ValueError:
+            raise ConfigError(
+                f"option 'deliveryGuarantee' = {raw_guarantee!r} is not one of "
+                f"{[g.value for g in DeliveryGuarantee]}"
+            ) from None
+        timing = Timing(
+            **{
+                name: parse_duration(lowered[option], what=f"option '{option}'")
+                for option, name in (
+                    ("triggerinterval", "trigger_interval_ms"),
+                    ("maxbatchduration", "max_batch_duration_ms"),
+                    ("maxrestarttime", "max_restart_time_ms"),
+                )
+                if option in lowered
+            }
+        )
+        return cls(
+            bootstrap_servers=bootstrap,
+            topic=lowered.get("topic") or None,
+            guarantee=guarantee,
+            transactional_id_prefix=lowered.get("transactionalidprefix") or None,
+            checkpoint_location=lowered.get("checkpointlocation") or None,
+            producer_config=producer,
+            timing=timing,
+            flush_timeout_s=_millis(lowered, "flushtimeoutms", 120_000) / 1000,
+            commit_timeout_s=_millis(lowered, "committimeoutms", 60_000) / 1000,
+        )
+
+    def _sanity_check(self) -> None:
+        if self.guarantee != DeliveryGuarantee.EXACTLY_ONCE:
+            return
+        if not self.transactional_id_prefix:
+            raise ConfigError(
+                "deliveryGuarantee 'exactly_once' needs option 'transactionalIdPrefix': a name "
+                "that is unique to this query and stable across its restarts, e.g. "
+                ".option('transactionalIdPrefix', 'orders-enricher'). Or set "
+                "deliveryGuarantee to 'at_least_once'."
+            )
+        if not _STABLE_PREFIX.fullmatch(self.transactional_id_prefix):
+            raise ConfigError(
+                f"option 'transactionalIdPrefix' = {self.transactional_id_prefix!r} may only "
+                "hold letters, digits, '.', '_' and '-'"
+            )
+        if not self.checkpoint_location:
+            raise ConfigError(
+                "deliveryGuarantee 'exactly_once' needs the query's checkpoint location as an "
+                "option of the writer, where the sink keeps its commit decisions: "
+                ".writeStream.option('checkpointLocation', '<path or URI>'). The session "
+                "setting spark.sql.streaming.checkpointLocation is not visible to Python sinks."
+            )
+        if str(self.producer_config.get("enable.idempotence", "true")).lower() == "false":
+            raise ConfigError(
+                "option 'kafka.enable.idempotence' = 'false' contradicts deliveryGuarantee "
+                "'exactly_once' (transactions need the idempotent producer): remove it"
+            )
+
+    @property
+    def decision_location(self) -> str:
+        assert self.checkpoint_location is not None
+        return decision_location(self.checkpoint_location)
+
+
+def decision_location(checkpoint_location: str) -> str:
+    """Where the sink keeps its commit decisions: inside the query's checkpoint, so they share
+    its lifetime (deleting the checkpoint resets both). ``kafka-eos txn abort`` reads them."""
+    return f"{checkpoint_location.rstrip('/')}/kafka-eos-sink"
+
+
+def _millis(options: Mapping[str, str], key: str, default: int) -> int:
+    raw = options.get(key)
+    if raw is None:
+        return default
+    if not raw.isdigit() or int(raw) <= 0:
+        raise ConfigError(f"option '{key}' = {raw!r} must be a positive number of milliseconds")
+    return int(raw)

@@ -1,0 +1,214 @@
+"""The writer: produces a task's records, and pre-commits on the barrier.
+
+Runs in a Spark task on an executor. One Kafka transaction per task per checkpoint
+(micro-batch), on the transactional id ``<prefix>-<task partition id>``:
+
+1. ``init_transactions`` fences zombie attempts of the same task and aborts their open
+   transaction;
+2. begin, then produce every record of the task's input;
+3. on the barrier (the end of the input) ``pre_commit``: flush, then describe the transaction
+   to learn its producer id and epoch, and return them as the committable. No commit here:
+   the driver commits once the whole batch succeeded.
+
+The producer is never closed: confluent-kafka's ``close()`` aborts the open transaction, which
+would drop the pre-committed batch. Dropping the object, or the worker exiting, leaves the
+transaction open for the driver (tested in ``integration_tests/sink``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from checkpoint.crashpoints import crash_point
+from checkpoint.errors import ConfigError, KafkaEosError
+from checkpoint.model import Committable
+from connectors.kafka.records import KafkaRecord, records_of
+from connectors.kafka.transactions import TransactionAdmin, TxnState
+
+_QUEUE_FULL_POLL_S = 0.1
+
+
+class DeliveryFailed(KafkaEosError):
+    """A record could not be written; the task fails and Spark retries it."""
+
+
+class _Delivery:
+    """Collects the first delivery error; librdkafka reports them on poll/flush callbacks."""
+
+    def __init__(self) -> None:
+        self.error: KafkaError | None = None
+        self.partitions: set[tuple[str, int]] = set()
+
+    def __call__(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self.error = self.error or error
+        else:
+            self.partitions.add((message.topic(), message.partition()))
+
+
+def _oversized(record: KafkaRecord, config: Mapping[str, Any], exc: KafkaException) -> ConfigError:
+    size = len(record.value or b"") + len(record.key or b"")
+    limit = config.get("message.max.bytes", "1000000 (librdkafka's default)")
+    return ConfigError(
+        f"a record for topic {record.topic} is {size} bytes (key + value), above the producer's "
+        f"message.max.bytes = {limit}: {exc}. Raise kafka.message.max.bytes (and the topic's "
+        "max.message.bytes on the broker), or split the value. Nothing of this batch is visible."
+    )
+
+
+class _BaseWriter:
+    """Producing and flushing, shared by every delivery guarantee."""
+
+    def __init__(self, producer_config: Mapping[str, Any], topic: str | None, timeout_s: float):
+        self._config = dict(producer_config)
+        self._topic = topic
+        self._timeout_s = timeout_s
+        self._producer: Producer | None = None
+        self._delivery = _Delivery()
+        self.record_count = 0
+
+    def _new_producer(self, extra: Mapping[str, Any]) -> Producer:
+        return Producer({**self._config, **extra})
+
+    def _produce_all(self, batches: Iterable[pa.RecordBatch]) -> None:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if self._producer is None:
+                self._producer = self._open()
+            for record in records_of(batch, self._topic):
+                self._produce(self._producer, record)
+        self._raise_delivery_error()
+
+    def _open(self) -> Producer:
+        raise NotImplementedError
+
+    def write_and_flush(self, batches: Iterable[pa.RecordBatch]) -> int:
+        """Produce the input and flush at the barrier; returns the number of records."""
+        self._produce_all(batches)
+        self._flush()
+        return self.record_count
+
+    def _produce(self, producer: Producer, record: KafkaRecord) -> None:
+        kwargs: dict[str, Any] = {"value": record.value, "key": record.key}
+        if record.partition is not None:
+            kwargs["partition"] = record.partition
+        if record.headers:
+            kwargs["headers"] = record.headers
+        while True:
+            try:
+                producer.produce(record.topic, on_delivery=self._delivery, **kwargs)
+                break
+            except BufferError:
+                producer.poll(_QUEUE_FULL_POLL_S)  # the local queue is full: let it drain
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                    raise _oversized(record, self._config, exc) from exc
+                raise
+        self.record_count += 1
+        producer.poll(0)
+
+    def _flush(self) -> None:
+        if self._producer is None:
+            return
+        left = self._producer.flush(self._timeout_s)
+        if left:
+            raise DeliveryFailed(
+                f"{left} record(s) still undelivered after flushing for {self._timeout_s} s; "
+                "check the brokers, or raise the sink option flushTimeoutMs"
+            )
+        self._raise_delivery_error()
+
+    def _raise_delivery_error(self) -> None:
+        error = self._delivery.error
+        if error is None:
+            return
+        if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            raise ConfigError(
+                f"the broker rejected a record as too large ({error.str()}): raise the topic's "
+                "max.message.bytes (broker) and kafka.message.max.bytes, or split the value"
+            )
+        raise DeliveryFailed(f"a record could not be delivered: {error.str()} ({error.name()})")
+
+
+class ExactlyOnceWriter(_BaseWriter):
+    """Exactly-once: the task's records in one transaction, pre-committed, never committed here."""
+
+    def __init__(
+        self,
+        producer_config: Mapping[str, Any],
+        topic: str | None,
+        transactional_id: str,
+        timeout_s: float,
+    ) -> None:
+        super().__init__(producer_config, topic, timeout_s)
+        self.transactional_id = transactional_id
+
+    def _open(self) -> Producer:
+        producer = self._new_producer({"transactional.id": self.transactional_id})
+        # Fences every older producer of this id (a zombie attempt of this task) and aborts
+        # its open transaction, whose batch was never decided.
+        producer.init_transactions(self._timeout_s)
+        producer.begin_transaction()
+        return producer
+
+    def write_and_pre_commit(
+        self, checkpoint_id: int, batches: Iterable[pa.RecordBatch]
+    ) -> Committable:
+        """Produce the input, then pre-commit at the barrier and return the committable."""
+        try:
+            self._produce_all(batches)
+            if self._producer is None:
+                # No input: no transaction was opened, nothing to commit.
+                return Committable(self.transactional_id, -1, -1, 0)
+            crash_point("task.before_pre_commit", checkpoint_id=checkpoint_id)
+            self._flush()
+            return self._describe_own_transaction()
+        except BaseException:
+            # Aborting here cannot drop anything decided: the batch has no decision before
+            # every task returned its committable. Best effort: if it fails, the next attempt's
+            # init_transactions or the driver's recovery aborts the transaction.
+            if self._producer is not None:
+                with contextlib.suppress(KafkaException):
+                    self._producer.abort_transaction(self._timeout_s)
+            raise
+        finally:
+            # Drop, never close(): close() would abort the pre-committed transaction.
+            self._producer = None
+
+    def _describe_own_transaction(self) -> Committable:
+        with TransactionAdmin(self._config) as admin:
+            now = admin.describe([self.transactional_id])[self.transactional_id]
+        if now is None or now.state != TxnState.ONGOING:
+            raise DeliveryFailed(
+                f"transaction {self.transactional_id} is not open after its flush "
+                f"({now.state.value if now else 'unknown id'}): another writer with the same "
+                "transactionalIdPrefix fenced it, or it timed out; use one prefix per query"
+            )
+        return Committable(
+            self.transactional_id,
+            now.producer_id,
+            now.epoch,
+            self.record_count,
+            tuple(sorted(self._delivery.partitions)),
+        )
+
+
+class AtLeastOnceWriter(_BaseWriter):
+    """At-least-once: idempotent producer, flushed on the barrier; retries may duplicate."""
+
+    def _open(self) -> Producer:
+        return self._new_producer({"enable.idempotence": True, "acks": "all"})
+
+
+class NoGuaranteeWriter(_BaseWriter):
+    """No guarantee: the user's producer settings as they are; flushed so the task's records
+    are at least sent before it ends."""
+
+    def _open(self) -> Producer:
+        return self._new_producer({})

@@ -1,0 +1,144 @@
+"""Run the pipeline under test in its own process group, crash it, and count what readers see."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from checkpoint.crashpoints import ENV as CRASH_ENV
+from checkpoint.crashpoints import HITS_DIR_ENV
+from checkpoint.store import SnapshotStore
+from connectors.kafka.drain import drain
+from connectors.kafka.transactions import TransactionAdmin, TxnDescription
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+KILLED = -9
+
+
+@dataclass
+class Pipeline:
+    """One query (topic, checkpoint, prefix) that a test runs, crashes and restarts."""
+
+    bootstrap: str
+    topic: str
+    checkpoint: Path
+    prefix: str = field(default_factory=lambda: f"eos-{uuid.uuid4().hex[:8]}")
+    count: int = 300
+    per_batch: int = 100
+    partitions: int = 2
+    master: str = "local[2]"
+
+    def run(
+        self,
+        crash_at: str | None = None,
+        options: dict[str, str] | None = None,
+        partitions: int | None = None,
+        timeout_s: float = 300,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the query to its end (or its crash) and return how it exited."""
+        job = self.start(crash_at, options, partitions)
+        try:
+            stdout, stderr = job.communicate(timeout=timeout_s)
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
+        return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
+
+    def start(
+        self,
+        crash_at: str | None = None,
+        options: dict[str, str] | None = None,
+        partitions: int | None = None,
+    ) -> subprocess.Popen[str]:
+        """Start the query in the background; the caller waits for it (see :meth:`run`)."""
+        env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
+        # Executors of a local-cluster start in a work dir of their own: let their Python
+        # workers import the test data source too (the installed packages they find anyway).
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")])
+        )
+        if crash_at:
+            env[CRASH_ENV] = crash_at
+            # "#N" counts hits across the job's processes, afresh for each run.
+            env[HITS_DIR_ENV] = str(self.checkpoint.parent / f"crash-hits-{uuid.uuid4().hex[:8]}")
+        command = [
+            sys.executable, "-m", "integration_tests.sink.pipeline_job",
+            "--bootstrap", self.bootstrap, "--topic", self.topic,
+            "--checkpoint", str(self.checkpoint), "--prefix", self.prefix,
+            "--count", str(self.count), "--per-batch", str(self.per_batch),
+            "--partitions", str(partitions or self.partitions), "--master", self.master,
+        ]  # fmt: skip
+        for key, value in (options or {}).items():
+            command += ["--option", f"{key}={value}"]
+        # A session of its own: a crash point kills the whole group, never the test.
+        return subprocess.Popen(
+            command,
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    def committed(self) -> Counter[int]:
+        return Counter(int(r.value or b"-1") for r in drain(self.bootstrap, self.topic))
+
+    def uncommitted_count(self) -> int:
+        return len(drain(self.bootstrap, self.topic, "read_uncommitted"))
+
+    def store(self) -> SnapshotStore:
+        """The sink's decisions, read through the same store the sink writes with."""
+        return SnapshotStore(str(self.checkpoint / "kafka-eos-sink"))
+
+    def decided_transactional_ids(self, batch_id: int) -> list[str]:
+        decision = self.store().get(batch_id)
+        assert decision is not None, f"batch {batch_id} has no decision"
+        return [c.transactional_id for c in decision.committables]
+
+    def spark_planned_batches(self) -> set[int]:
+        """Batches whose offsets Spark logged: started, maybe not finished."""
+        return self._batches_in("offsets")
+
+    def spark_committed_batches(self) -> set[int]:
+        """Batches Spark recorded as done; it replays any planned batch that is not here."""
+        return self._batches_in("commits")
+
+    def _batches_in(self, log: str) -> set[int]:
+        folder = self.checkpoint / log
+        return {int(n) for n in os.listdir(folder) if n.isdigit()} if folder.exists() else set()
+
+    def transactions(self, transactional_ids: list[str]) -> dict[str, TxnDescription | None]:
+        with TransactionAdmin({"bootstrap.servers": self.bootstrap}) as admin:
+            return admin.describe(transactional_ids)
+
+    def open_transactions(self) -> list[str]:
+        with TransactionAdmin({"bootstrap.servers": self.bootstrap}) as admin:
+            return admin.list_transactional_ids(self.prefix)
+
+
+def assert_ran(result: subprocess.CompletedProcess[str], expected_returncode: int = 0) -> None:
+    assert result.returncode == expected_returncode, (
+        f"pipeline exited {result.returncode}, expected {expected_returncode}:\n"
+        + result.stderr[-4000:]
+    )
+
+
+def assert_exactly_once(pipeline: Pipeline) -> None:
+    """Every input's result exactly once for read_committed readers: no loss, no duplicate."""
+    seen = pipeline.committed()
+    expected = Counter(range(pipeline.count))
+    missing = sorted((expected - seen).elements())
+    duplicated = sorted((seen - expected).elements())
+    assert not missing and not duplicated, (
+        f"read_committed: {len(missing)} missing (first {missing[:10]}), "
+        f"{len(duplicated)} duplicated/unexpected (first {duplicated[:10]})"
+    )
+    assert pipeline.open_transactions() == [], "transactions of the prefix left open"

@@ -1,0 +1,62 @@
+"""The pipeline under test, run as its own process so that a test can kill -9 it.
+
+numbers 0..count-1 -> Spark -> kafka-eos sink (exactly-once) -> output topic, one record per
+number with key = value = the number. ``KAFKA_EOS_CRASH_AT`` in the environment picks the
+moment to die (``checkpoint.crashpoints``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from checkpoint.crashpoints import PGID_ENV
+from connectors.spark import register
+from integration_tests.numbers_source import NumbersSource
+from kafka_eos.spark_session import new_spark_session
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--count", type=int, default=300)
+    parser.add_argument("--per-batch", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--option", action="append", default=[], help="sink option key=value")
+    args = parser.parse_args(argv)
+    # Crash points anywhere (driver, JVM, Python workers) kill this job's whole group.
+    os.environ[PGID_ENV] = str(os.getpgrp())
+
+    spark = new_spark_session(args.master, app_name="kafka-eos-sink-under-test")
+    spark.dataSource.register(NumbersSource)
+    register(spark)
+    writer = (
+        spark.readStream.format("kafka-eos-test-numbers")
+        .option("count", str(args.count))
+        .option("perBatch", str(args.per_batch))
+        .option("partitions", str(args.partitions))
+        .load()
+        .selectExpr("CAST(n AS STRING) AS key", "CAST(n AS STRING) AS value")
+        .writeStream.format("kafka-eos")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("topic", args.topic)
+        .option("transactionalIdPrefix", args.prefix)
+        .option("checkpointLocation", args.checkpoint)
+        .option("kafka.transaction.timeout.ms", "900000")
+    )
+    for pair in args.option:
+        key, _, value = pair.partition("=")
+        writer = writer.option(key, value)
+    query = writer.trigger(availableNow=True).start()
+    query.awaitTermination()
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

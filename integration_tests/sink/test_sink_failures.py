@@ -1,0 +1,145 @@
+"""Failures beyond the kill -9 matrix: task retries with a zombie attempt, transactions the
+broker times out, a parallelism change, a broker crash, and a multi-process Spark cluster.
+
+Each case ends with a read_committed drain holding every number exactly once (or with a loud
+error when the guarantee cannot hold), and read_uncommitted evidence that the failure struck
+after records were written.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from connectors.kafka.transactions import TxnState
+from integration_tests.conftest import KafkaFactory, create_topic
+from integration_tests.sink.harness import KILLED, Pipeline, assert_exactly_once, assert_ran
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+# Timing assumptions small enough that a 6 s transaction timeout passes the startup checks
+# (EOS002: the timeout must cover twice trigger interval + batch duration + restart time).
+SHORT_TIMEOUT = {
+    "kafka.transaction.timeout.ms": "6000",
+    "kafka.message.timeout.ms": "5000",
+    "triggerInterval": "1s",
+    "maxBatchDuration": "1s",
+    "maxRestartTime": "1s",
+}
+
+
+def test_task_failure_after_pre_commit_is_retried_and_the_zombie_fenced(
+    pipeline: Pipeline,
+) -> None:
+    """The first task of batch 1 to pre-commit fails right after, leaving its transaction
+    open (the attempt's producer neither commits nor aborts). The retry's init_transactions on
+    the same transactional id fences it and aborts that transaction."""
+    pipeline.master = "local[2,4]"  # up to 4 attempts per task
+    assert_ran(pipeline.run("task.after_pre_commit@1#1:raise"))
+
+    assert_exactly_once(pipeline)
+    # The failed attempt wrote its 50 numbers of batch 1 once more; they stayed invisible.
+    assert pipeline.uncommitted_count() == 350
+    assert pipeline.spark_committed_batches() == {0, 1, 2}
+
+
+def test_transaction_timed_out_before_the_decision_fails_the_batch_loudly(
+    pipeline: Pipeline,
+) -> None:
+    """The driver stalls after every pre-commit; the broker aborts the transactions on their
+    timeout. Deciding would lose batch 1, so the batch fails, and a restart replays it."""
+    result = pipeline.run("driver.before_decision@1:stall=15", options=SHORT_TIMEOUT)
+    assert_ran(result, 1)
+    assert "PreCommitLostError" in result.stderr
+    assert "batch 1" in result.stderr and "transaction.timeout.ms" in result.stderr
+    assert pipeline.store().checkpoint_ids() == [0]  # never decided
+    assert sum(pipeline.committed().values()) == 100
+
+    assert_ran(pipeline.run())
+    assert_exactly_once(pipeline)
+    assert pipeline.uncommitted_count() == 400  # the timed-out copy of batch 1 is aborted
+
+
+def test_decided_transaction_lost_to_its_timeout_stops_with_the_batch_named(
+    pipeline: Pipeline,
+) -> None:
+    """Killed after the decision of batch 1, restarted after the broker aborted its
+    transactions: the decided output can no longer be committed. That is a loss the sink
+    cannot repair, so the restart must stop, naming the batch, the transactions and the fix."""
+    assert_ran(pipeline.run("driver.before_end_txn@1#1", options=SHORT_TIMEOUT), KILLED)
+    tids = pipeline.decided_transactional_ids(1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        states = {d.state for d in pipeline.transactions(tids).values() if d}
+        if states == {TxnState.COMPLETE_ABORT}:
+            break
+        time.sleep(1)
+    assert states == {TxnState.COMPLETE_ABORT}, f"the broker did not abort the txns: {states}"
+
+    result = pipeline.run()
+    assert_ran(result, 1)
+    assert "TransactionLostError" in result.stderr
+    for needle in ("batch 1", *tids, "transaction.timeout.ms"):
+        assert needle in result.stderr, f"the error does not name {needle!r}"
+    assert sum(pipeline.committed().values()) == 100  # batch 1 lost, and said so
+    assert pipeline.uncommitted_count() == 200
+
+
+def test_parallelism_change_after_a_crash_aborts_ids_beyond_the_new_task_count(
+    pipeline: Pipeline,
+) -> None:
+    """Three tasks pre-commit batch 1 and the driver dies; the query comes back with one
+    task. Recovery finds the lingering transactions of ids 1 and 2 by prefix."""
+    assert_ran(pipeline.run("driver.before_decision@1", partitions=3), KILLED)
+    assert len(pipeline.open_transactions()) == 3
+    assert pipeline.uncommitted_count() == 200
+
+    assert_ran(pipeline.run(partitions=1))
+    assert_exactly_once(pipeline)
+    assert pipeline.uncommitted_count() == 400
+
+
+def test_broker_crash_between_pre_commit_and_commit(
+    kafka_factory: KafkaFactory, tmp_path: Path
+) -> None:
+    """The only broker is killed -9 while the driver holds batch 1's pre-committed
+    transactions, and comes back: the transactions survive in its transaction log and the
+    batch commits once."""
+    cluster = kafka_factory(mode="process")
+    bootstrap = cluster.bootstrap_servers
+    pipeline = Pipeline(bootstrap, create_topic(bootstrap, partitions=2), tmp_path / "cp")
+    job = pipeline.start("driver.before_decision@1:stall=20")
+    try:
+        deadline = time.monotonic() + 120
+        while pipeline.uncommitted_count() < 200:
+            assert job.poll() is None and time.monotonic() < deadline, "batch 1 not written"
+            time.sleep(1)
+        [node] = cluster.node_ids
+        cluster.stop_node(node, hard=True)
+        time.sleep(3)
+        cluster.start_node(node)
+        _, stderr = job.communicate(timeout=300)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    assert job.returncode == 0, stderr[-4000:]
+    assert_exactly_once(pipeline)
+    assert pipeline.uncommitted_count() == 300
+
+
+def test_multi_process_spark_cluster(pipeline: Pipeline) -> None:
+    """Executors in JVMs of their own (local-cluster): committables really travel from
+    executor processes to the driver. Killed after some EndTxns, then restarted."""
+    pipeline.master = "local-cluster[2,1,1024]"
+    assert_ran(pipeline.run("driver.before_end_txn@1#2"), KILLED)
+    states = {
+        d.state for d in pipeline.transactions(pipeline.decided_transactional_ids(1)).values() if d
+    }
+    assert states == {TxnState.COMPLETE_COMMIT, TxnState.ONGOING}
+
+    assert_ran(pipeline.run())
+    assert_exactly_once(pipeline)
+    assert pipeline.uncommitted_count() == 300
