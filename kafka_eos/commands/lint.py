@@ -27,15 +27,10 @@ from connectors.lint.loaders import load_pipeline, load_properties, parse_kafka_
 from connectors.lint.redact import scrub, secret_values
 from connectors.lint.registry import RULES, lint_report
 from connectors.lint.render import print_report
+from kafka_eos.commands._cluster import InputFailure
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 _DEFAULT_TIMING = Timing()
-
-
-class _InputFailure(click.ClickException):
-    """Bad input or unreachable cluster: exit 2 like click's own usage errors."""
-
-    exit_code = 2
 
 
 class _Duration(click.ParamType):
@@ -192,7 +187,7 @@ def command(
             lint_input.with_default_broker(), _split(select) or None, _split(ignore)
         )
     except LintError as exc:
-        raise _InputFailure(scrub(str(exc), secrets)) from None
+        raise InputFailure(scrub(str(exc), secrets)) from None
     print_report(report, fmt, sys.stdout)
     summary = report["summary"]
     if summary["errors"] or (strict and summary["warnings"]):

@@ -1,0 +1,63 @@
+"""Options and output helpers shared by the subcommands that talk to a live cluster.
+
+``-X`` is parsed by the linter's own parser, so ``kafka-eos lint``, ``txn`` and ``verify``
+accept the same ``KEY=VALUE`` forms; secrets given there are scrubbed from every error.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from checkpoint.errors import KafkaEosError
+from connectors.lint.errors import LintInputError
+from connectors.lint.loaders import parse_kafka_options
+from connectors.lint.redact import scrub, secret_values
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class InputFailure(click.ClickException):
+    """Bad option or unreachable cluster: exit 2 like click's own usage errors."""
+
+    exit_code = 2
+
+
+def cluster_options(function: F) -> F:
+    """``--bootstrap-servers`` (or ``$KAFKA_BOOTSTRAP_SERVERS``) and ``-X KEY=VALUE``."""
+    function = click.option(
+        "-X",
+        "--kafka-option",
+        "kafka_options",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Kafka client option (librdkafka key), e.g. security.protocol=SASL_SSL (repeatable).",
+    )(function)
+    return click.option(
+        "--bootstrap-servers",
+        envvar="KAFKA_BOOTSTRAP_SERVERS",
+        required=True,
+        help="The cluster, e.g. broker1:9092,broker2:9092 (default $KAFKA_BOOTSTRAP_SERVERS).",
+    )(function)
+
+
+def client_options(pairs: tuple[str, ...]) -> dict[str, str]:
+    """The ``-X`` pairs as a librdkafka-style config."""
+    try:
+        return parse_kafka_options(pairs)
+    except LintInputError as exc:
+        raise InputFailure(f"-X: {exc}") from None
+
+
+def failure(exc: KafkaEosError, options: dict[str, str]) -> InputFailure:
+    """An expected failure as a one-line error, without any secret passed with ``-X``."""
+    return InputFailure(scrub(str(exc), secret_values([options])))
+
+
+def console() -> Console:
+    """Rich output on stdout; wide when piped, so ids are never folded across lines."""
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
