@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from integration_tests.kafka_fixtures import running_cluster, selected_mode, selected_version
-from integration_tests.spark_session import new_spark_session
 from kafka_eos.cluster import KafkaCluster
+from kafka_eos.spark_session import new_spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

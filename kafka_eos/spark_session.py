@@ -1,4 +1,4 @@
-"""A real SparkSession for tests: ``local[2]`` (or ``local-cluster``) on this venv's Python."""
+"""A real SparkSession on this venv's Python: for the demo job and the tests."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def new_spark_session(master: str = "local[2]", app_name: str = "kafka-eos-tests") -> SparkSession:
+def new_spark_session(master: str = "local[2]", app_name: str = "kafka-eos") -> SparkSession:
     """Python workers run ``PYSPARK_PYTHON``; without it they pick the system python3, which
     lacks pyarrow and this project."""
     os.environ["PYSPARK_PYTHON"] = sys.executable

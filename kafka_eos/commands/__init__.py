@@ -7,7 +7,7 @@ import importlib
 import click
 
 # Each entry is a module of this package exposing a click command named ``command``.
-_MODULES: tuple[str, ...] = ("demo", "lint")
+_MODULES: tuple[str, ...] = ("bench", "demo", "lint", "txn", "verify")
 
 
 def registered_commands() -> list[click.Command]:

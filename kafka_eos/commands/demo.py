@@ -16,9 +16,17 @@ from kafka_eos.cluster import DEFAULT_KAFKA_VERSION
     help="Use this Kafka instead of starting an embedded one.",
 )
 @click.option("--kafka-version", default=DEFAULT_KAFKA_VERSION, show_default=True)
-@click.option("--records", default=1000, show_default=True, help="Input records to produce.")
-def command(bootstrap_servers: str | None, kafka_version: str, records: int) -> None:
-    """Run the demo pipeline on a local Kafka and Spark local[*]."""
+@click.option(
+    "--records", default=5000, show_default=True, type=click.IntRange(min=10), help="Orders."
+)
+@click.option(
+    "--crash/--no-crash",
+    default=True,
+    show_default=True,
+    help="Kill -9 the first run mid-commit, then restart it.",
+)
+def command(bootstrap_servers: str | None, kafka_version: str, records: int, crash: bool) -> None:
+    """Orders -> Spark -> Kafka exactly once, on a local Kafka and Spark local[*]."""
     from kafka_eos.demo import run_demo
 
-    run_demo(bootstrap_servers, kafka_version, records)
+    run_demo(bootstrap_servers, kafka_version, records, crash)
