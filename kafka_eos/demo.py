@@ -185,7 +185,8 @@ def _crashed_run(run: DemoRun) -> None:
     written = len(drain(run.bootstrap_servers, run.output_topic, "read_uncommitted"))
     console.print(
         "[yellow]✗[/] job killed -9 after deciding batch 1, before committing it: "
-        f"{written} records written, {committed} visible to read_committed readers"
+        f"{written} records written, {committed} visible to read_committed readers",
+        soft_wrap=True,
     )
 
 

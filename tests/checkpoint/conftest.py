@@ -1,6 +1,7 @@
 """Fixtures of the checkpoint tests, and the hypothesis profiles.
 
-Profiles, chosen with ``HYPOTHESIS_PROFILE`` (default "dev"):
+Profiles, chosen with ``HYPOTHESIS_PROFILE`` (default "ci" when ``CI`` is set, as in
+``.ci/run``, else "dev"):
 
 * ``dev``: a quick local run of the property tests (a few hundred schedules);
 * ``ci``: thousands of random schedules in total, still under a minute on two cores.
@@ -28,7 +29,7 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
 @pytest.fixture
