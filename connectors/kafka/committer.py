@@ -96,7 +96,9 @@ class KafkaCommitter:
                 f"EndTxn(commit) answered {error.__name__}",
             )
         now = self.admin.describe([committable.transactional_id])[committable.transactional_id]
-        if now is not None and now.is_commit_of(committable.producer_id, committable.epoch):
+        if now is not None and now.is_commit_of(
+            committable.producer_id, committable.epoch, epoch_bumped=self.admin.epoch_bumps_on_end
+        ):
             return  # committed before (a re-driven commit after a crash): idempotent
         seen = (
             "unknown to its coordinator"

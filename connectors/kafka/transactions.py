@@ -71,16 +71,17 @@ class TxnDescription:
     start_time_ms: int
     partitions: tuple[tuple[str, int], ...]
 
-    def is_commit_of(self, producer_id: int, epoch: int) -> bool:
+    def is_commit_of(self, producer_id: int, epoch: int, *, epoch_bumped: bool) -> bool:
         """Whether the transaction (producer_id, epoch) is committed or committing.
 
-        Transactions V2 (Kafka 4.x) bump the epoch when a transaction ends, so the committed
-        transaction of epoch E shows as epoch E + 1; V1 keeps E.
+        Transactions V2 (EndTxn v5+, Kafka 4.x) bump the epoch when a transaction ends, so the
+        committed transaction of epoch E shows as exactly E + 1; V1 keeps exactly E. Accepting
+        both would take the next transaction's commit (E + 1 under V1) for this one's.
         """
         return (
             self.state in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT)
             and self.producer_id == producer_id
-            and self.epoch in (epoch, epoch + 1)
+            and self.epoch == (epoch + 1 if epoch_bumped else epoch)
         )
 
 
@@ -98,6 +99,8 @@ class TransactionAdmin:
         self._admin = KafkaAdminClient(**config)
         self._net = KafkaNetClient(**config)
         self._net.check_version(timeout_ms=self._request_timeout_ms)
+        # EndTxn v5 is transactions V2: every EndTxn moves the epoch on.
+        self.epoch_bumps_on_end = self._net.api_version(EndTxnRequest, max_version=5) >= 5
 
     def close(self) -> None:
         self._admin.close()
