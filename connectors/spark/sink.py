@@ -79,7 +79,9 @@ def stream_writer(options: dict[str, str], schema: StructType) -> DataSourceStre
 
 def check_input_schema(schema: StructType, topic_option: str | None) -> None:
     """The columns of Spark's Kafka sink, with their types; other columns are ignored."""
-    fields = {f.name.lower(): f.dataType for f in schema.fields}
+    # Exact names, as Spark's Kafka sink: records are read by these names, so a 'Value' column
+    # must not pass for 'value' (its records would be written with a null value).
+    fields = {f.name: f.dataType for f in schema.fields}
 
     def expect(name: str, allowed: tuple[type[DataType], ...], required: bool, what: str) -> None:
         found = fields.get(name)
@@ -232,6 +234,13 @@ def _committables(messages: list[WriterCommitMessage | None], batch_id: int) -> 
                 f"batch {batch_id}: a task returned {message!r}, not a version "
                 f"{COMMIT_MESSAGE_VERSION} kafka-eos commit message: driver and executors "
                 "must run the same kafka-eos release"
+            )
+        if message.batch_id != batch_id:
+            raise ConfigError(
+                f"batch {batch_id}: a task returned the committable of batch {message.batch_id} "
+                f"({message.committable.transactional_id}); deciding it here would commit "
+                "another batch's records. Spark handed over the wrong commit messages: report "
+                "this as a bug"
             )
         if message.committable.producer_id >= 0:
             result.append(message.committable)

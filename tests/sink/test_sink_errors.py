@@ -1,0 +1,66 @@
+"""The errors that mean the guarantee could not hold: each must name the batch, the
+transactions, the cause and the fix, because a driver log is all an operator has."""
+
+from __future__ import annotations
+
+import pickle
+
+from checkpoint.errors import KafkaEosError
+from connectors.kafka.errors import PreCommitLostError, TransactionLostError
+
+FIX = "kafka.transaction.timeout.ms"
+
+
+def test_pre_commit_lost_names_the_batch_the_transaction_the_cause_and_the_fix() -> None:
+    error = PreCommitLostError(7, "orders-enricher-3", "found CompleteAbort with epoch 5")
+    message = str(error)
+    assert message.startswith("batch 7: pre-committed transaction orders-enricher-3 is gone")
+    assert "(found CompleteAbort with epoch 5)" in message
+    assert "transaction.timeout.ms expired" in message  # the usual cause
+    assert "No decision was written and nothing of the batch is visible" in message
+    assert "Spark replays batch 7" in message  # what happens next
+    assert FIX in message and "transactionalIdPrefix" in message  # the fixes
+    assert (error.batch_id, error.transactional_id) == (7, "orders-enricher-3")
+    assert isinstance(error, KafkaEosError)
+
+
+def test_transaction_lost_without_a_batch_names_the_transaction_and_the_loss() -> None:
+    error = TransactionLostError("q-0", 4001, 7, "EndTxn(commit) answered ProducerFencedError")
+    message = str(error)
+    assert message.startswith("transaction q-0 (producer id 4001, epoch 7) of a decided batch")
+    assert "can no longer be committed: EndTxn(commit) answered ProducerFencedError." in message
+    assert "never be visible to read_committed readers" in message
+    assert "must be re-processed" in message  # the way to recover the records
+    assert FIX in message
+    assert "Transactions of the batch that did not commit" not in message  # only one
+    assert error.failed == ("q-0",)
+
+
+def test_in_batch_names_the_batch_and_every_failed_transaction() -> None:
+    original = TransactionLostError("q-0", 4001, 7, "the transaction is now CompleteAbort")
+    error = original.in_batch(12, ("q-0", "q-1", "q-5"))
+    message = str(error)
+    assert "of decided batch 12 can no longer be committed" in message
+    assert "the transaction is now CompleteAbort" in message
+    assert "did not commit: q-0, q-1, q-5." in message
+    assert (error.transactional_id, error.producer_id, error.epoch) == ("q-0", 4001, 7)
+    assert (error.batch_id, error.failed) == (12, ("q-0", "q-1", "q-5"))
+    assert original.batch_id is None  # a new error; the committer's stays as it was
+
+
+def test_in_batch_without_failed_ids_keeps_the_single_transaction() -> None:
+    error = TransactionLostError("q-2", 1, 0, "gone").in_batch(3)
+    assert error.failed == ("q-2",)
+    assert "decided batch 3" in str(error)
+
+
+def test_errors_survive_pickling_with_their_fields() -> None:
+    """Spark ships errors between processes; a lost field would hide the batch or the ids."""
+    for error in (
+        PreCommitLostError(7, "q-3", "detail"),
+        TransactionLostError("q-0", 4001, 7, "gone").in_batch(12, ("q-0", "q-1")),
+    ):
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error)
+        assert str(copy) == str(error)
+        assert copy.__dict__ == error.__dict__

@@ -1,0 +1,219 @@
+"""The sink's options: Spark's names, what exactly-once needs, and errors that say the fix.
+
+A job log is often all a user has, so each error must name the option, the value seen and
+what to set instead.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from checkpoint.errors import ConfigError, KafkaEosError
+from connectors.kafka.sink_options import DeliveryGuarantee, SinkOptions, decision_location
+from connectors.lint.inputs import Timing
+
+EXACTLY_ONCE = {
+    "kafka.bootstrap.servers": "broker1:9092,broker2:9092",
+    "topic": "orders-eur",
+    "transactionalIdPrefix": "orders-enricher",
+    "checkpointLocation": "/checkpoints/orders-enricher",
+}
+
+
+def parse(**changes: str | None) -> SinkOptions:
+    """The exactly-once options with ``changes`` applied (None removes an option)."""
+    options = {**EXACTLY_ONCE, **changes}
+    return SinkOptions.parse({k: v for k, v in options.items() if v is not None})
+
+
+def error_of(**changes: str | None) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse(**changes)
+    return str(caught.value)
+
+
+def test_exactly_once_is_the_default_and_keeps_every_option() -> None:
+    sink = parse()
+    assert sink.guarantee == DeliveryGuarantee.EXACTLY_ONCE
+    assert sink.bootstrap_servers == "broker1:9092,broker2:9092"
+    assert sink.topic == "orders-eur"
+    assert sink.transactional_id_prefix == "orders-enricher"
+    assert sink.checkpoint_location == "/checkpoints/orders-enricher"
+    assert sink.flush_timeout_s == 120.0
+    assert sink.commit_timeout_s == 60.0
+    assert sink.timing == Timing()
+
+
+def test_option_names_are_case_insensitive_as_spark_lowercases_them() -> None:
+    sink = SinkOptions.parse(
+        {
+            "KAFKA.BOOTSTRAP.SERVERS": "k:9092",
+            "TRANSACTIONALIDPREFIX": "p",
+            "checkpointlocation": "/ck",
+            "DeliveryGuarantee": "exactly_once",
+        }
+    )
+    assert (sink.bootstrap_servers, sink.transactional_id_prefix) == ("k:9092", "p")
+
+
+def test_bootstrap_servers_is_required_with_an_example() -> None:
+    for missing in (None, ""):
+        message = error_of(**{"kafka.bootstrap.servers": missing})
+        assert "'kafka.bootstrap.servers' is required" in message
+        assert ".option('kafka.bootstrap.servers'" in message
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("exactly_once", DeliveryGuarantee.EXACTLY_ONCE),
+        ("at_least_once", DeliveryGuarantee.AT_LEAST_ONCE),
+        ("AT_LEAST_ONCE", DeliveryGuarantee.AT_LEAST_ONCE),
+        ("none", DeliveryGuarantee.NONE),
+    ],
+)
+def test_delivery_guarantee_values(raw: str, expected: DeliveryGuarantee) -> None:
+    assert parse(deliveryGuarantee=raw).guarantee == expected
+
+
+def test_bad_delivery_guarantee_names_the_option_the_value_and_the_allowed_values() -> None:
+    message = error_of(deliveryGuarantee="exactly-once")
+    assert "'deliveryGuarantee'" in message
+    assert "'exactly-once'" in message
+    for allowed in ("exactly_once", "at_least_once", "none"):
+        assert allowed in message
+
+
+def test_exactly_once_needs_a_transactional_id_prefix() -> None:
+    message = error_of(transactionalIdPrefix=None)
+    assert "'transactionalIdPrefix'" in message
+    assert "unique to this query and stable across its restarts" in message
+    assert "at_least_once" in message  # the other way out
+
+
+@pytest.mark.parametrize("prefix", ["orders enricher", "orders/eur", "ordérs", "a*b"])
+def test_transactional_id_prefix_characters_are_restricted(prefix: str) -> None:
+    message = error_of(transactionalIdPrefix=prefix)
+    assert f"'transactionalIdPrefix' = {prefix!r}" in message
+    assert "letters, digits, '.', '_' and '-'" in message
+
+
+@pytest.mark.parametrize("prefix", ["orders-enricher", "a.b_c-1", "X"])
+def test_transactional_id_prefix_accepts_the_stable_alphabet(prefix: str) -> None:
+    assert parse(transactionalIdPrefix=prefix).transactional_id_prefix == prefix
+
+
+def test_exactly_once_needs_the_checkpoint_location_on_the_writer() -> None:
+    message = error_of(checkpointLocation=None)
+    assert ".writeStream.option('checkpointLocation'" in message
+    # Why the session default does not help: the fix a user would try first.
+    assert "spark.sql.streaming.checkpointLocation is not visible" in message
+
+
+def test_exactly_once_rejects_a_disabled_idempotent_producer() -> None:
+    message = error_of(**{"kafka.enable.idempotence": "False"})
+    assert "'kafka.enable.idempotence' = 'false'" in message
+    assert "remove it" in message
+    assert parse(**{"kafka.enable.idempotence": "true"}).guarantee == "exactly_once"
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "none"])
+def test_flushing_guarantees_need_no_prefix_nor_checkpoint(guarantee: str) -> None:
+    sink = SinkOptions.parse({"kafka.bootstrap.servers": "k:9092", "deliveryGuarantee": guarantee})
+    assert sink.transactional_id_prefix is None
+    assert sink.checkpoint_location is None
+    assert sink.topic is None
+
+
+@pytest.mark.parametrize(
+    ("key", "fix"),
+    [
+        ("transactional.id", "set 'transactionalIdPrefix'"),
+        ("key.serializer", "cast the 'key' column to string or binary"),
+        ("value.serializer", "cast the 'value' column to string or binary"),
+    ],
+)
+def test_rejected_kafka_keys_say_what_to_do_instead(key: str, fix: str) -> None:
+    # Upper case too: Spark lower-cases option names, so a user may write them either way.
+    for spelled in (f"kafka.{key}", f"KAFKA.{key.upper()}"):
+        message = error_of(**{spelled: "MyValue"})
+        assert f"option 'kafka.{key}' = 'MyValue' is not supported" in message
+        assert fix in message
+
+
+def test_rejected_keys_are_reported_before_a_missing_bootstrap() -> None:
+    """The more specific error first: fixing the bootstrap alone would not be enough."""
+    with pytest.raises(ConfigError, match=r"kafka\.transactional\.id"):
+        SinkOptions.parse({"kafka.transactional.id": "t"})
+
+
+def test_kafka_options_pass_through_to_the_producer_without_their_prefix() -> None:
+    sink = parse(
+        **{
+            "kafka.transaction.timeout.ms": "900000",
+            "kafka.Security.Protocol": "SASL_SSL",
+            "kafka.sasl.password": "Secret-Value",
+        }
+    )
+    assert sink.producer_config == {
+        "bootstrap.servers": "broker1:9092,broker2:9092",
+        "transaction.timeout.ms": "900000",
+        "security.protocol": "SASL_SSL",  # values keep their case, names do not
+        "sasl.password": "Secret-Value",
+    }
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"triggerInterval": "30s"}, Timing(trigger_interval_ms=30_000)),
+        ({"maxBatchDuration": "1h30m"}, Timing(max_batch_duration_ms=5_400_000)),
+        ({"maxRestartTime": "2500"}, Timing(max_restart_time_ms=2_500)),
+        (
+            {"TRIGGERINTERVAL": "1s", "maxbatchduration": "250ms", "MaxRestartTime": "1m"},
+            Timing(1_000, 250, 60_000),
+        ),
+    ],
+)
+def test_timing_options_are_durations(options: dict[str, str], expected: Timing) -> None:
+    assert parse(**options).timing == expected
+
+
+def test_a_bad_duration_names_the_option_and_the_value() -> None:
+    # LintInputError, a KafkaEosError but not a ConfigError (see the report).
+    with pytest.raises(KafkaEosError) as caught:
+        parse(maxRestartTime="soon")
+    message = str(caught.value)
+    assert "maxrestarttime" in message.lower()
+    assert "'soon' is not a duration" in message
+    assert "30s, 5m" in message  # the fix: how to spell a duration
+
+
+@pytest.mark.parametrize(
+    ("option", "attribute"),
+    [("flushTimeoutMs", "flush_timeout_s"), ("commitTimeoutMs", "commit_timeout_s")],
+)
+def test_flush_and_commit_timeouts_in_milliseconds(option: str, attribute: str) -> None:
+    assert getattr(parse(**{option: "2500"}), attribute) == 2.5
+    for bad in ("0", "-5", "5s", "1.5", ""):
+        message = error_of(**{option: bad})
+        assert option.lower() in message.lower()
+        assert f"= {bad!r} must be a positive number of milliseconds" in message
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "expected"),
+    [
+        ("/checkpoints/q", "/checkpoints/q/kafka-eos-sink"),
+        ("/checkpoints/q/", "/checkpoints/q/kafka-eos-sink"),
+        ("s3a://bucket/ck/q", "s3a://bucket/ck/q/kafka-eos-sink"),
+    ],
+)
+def test_decisions_live_inside_the_query_checkpoint(checkpoint: str, expected: str) -> None:
+    """Inside, so that deleting the checkpoint resets the decisions with it."""
+    assert decision_location(checkpoint) == expected
+    assert parse(checkpointLocation=checkpoint).decision_location == expected
+
+
+def test_an_empty_topic_option_means_no_topic() -> None:
+    assert parse(topic="").topic is None

@@ -1,0 +1,44 @@
+"""The writer's failures that need no broker: a record above ``message.max.bytes`` is refused
+by the producer before it is sent, and must stop the task with the size, the limit and the fix
+(a DeliveryFailed would make Spark retry a task that can never succeed)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from checkpoint.errors import ConfigError
+from connectors.kafka.writer import AtLeastOnceWriter, NoGuaranteeWriter
+
+# Nothing listens on port 9: the producer never reaches a broker, and does not need to.
+UNREACHABLE = {"bootstrap.servers": "127.0.0.1:9", "log_level": 0}
+
+
+@pytest.mark.parametrize("writer_class", [AtLeastOnceWriter, NoGuaranteeWriter])
+def test_an_oversized_record_names_its_size_the_limit_and_the_fix(
+    writer_class: type[AtLeastOnceWriter] | type[NoGuaranteeWriter],
+) -> None:
+    batch = pa.RecordBatch.from_pydict({"key": ["k"], "value": [b"x" * 5_000]})
+    writer = writer_class({**UNREACHABLE, "message.max.bytes": 2_000}, "out", 1.0)
+    with pytest.raises(ConfigError) as caught:
+        writer.write_and_flush([batch])
+    message = str(caught.value)
+    assert "a record for topic out is 5001 bytes (key + value)" in message
+    assert "message.max.bytes = 2000" in message
+    assert "Raise kafka.message.max.bytes" in message and "max.message.bytes" in message
+    assert writer.record_count == 0
+
+
+def test_the_default_limit_is_named_when_the_user_set_none() -> None:
+    batch = pa.RecordBatch.from_pydict({"value": [b"x" * 1_100_000]})
+    writer = NoGuaranteeWriter(UNREACHABLE, "out", 1.0)
+    with pytest.raises(ConfigError, match=r"1000000 \(librdkafka's default\)"):
+        writer.write_and_flush([batch])
+
+
+def test_an_empty_input_opens_no_producer() -> None:
+    """No producer, so nothing to flush: an idle task must not wait on an absent broker."""
+    writer = NoGuaranteeWriter(UNREACHABLE, "out", 1.0)
+    empty = pa.RecordBatch.from_pydict({"value": pa.array([], pa.string())})
+    assert writer.write_and_flush([empty, empty]) == 0
+    assert writer._producer is None
