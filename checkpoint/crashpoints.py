@@ -72,8 +72,17 @@ def checkpoint_scope(checkpoint_id: int) -> Iterator[None]:
 
 
 def crash_point(name: str, *, checkpoint_id: int | None = None) -> None:
-    spec = _SPEC.fullmatch(os.environ.get(ENV, ""))
-    if spec is None or spec["name"] != name:
+    raw = os.environ.get(ENV, "")
+    if not raw:
+        return
+    spec = _SPEC.fullmatch(raw)
+    if spec is None:
+        # A typo must not turn a crash test into one that passes without crashing.
+        raise ValueError(
+            f"{ENV}={raw!r} is not <name>[@<checkpoint id>][#<hit>][:kill|raise|stall=S|"
+            "kill-after=S]"
+        )
+    if spec["name"] != name:
         return
     current = checkpoint_id if checkpoint_id is not None else (_scope[-1] if _scope else None)
     if spec["id"] is not None and current != int(spec["id"]):

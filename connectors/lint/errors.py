@@ -15,7 +15,7 @@ class LintError(KafkaEosError):
     """Root of every error raised by ``connectors.lint``."""
 
 
-class LintInputError(LintError):
+class LintInputError(LintError, ConfigError):
     """An input could not be read or makes no sense (bad file, bad duration, bad number).
 
     Messages name the file or key and what was expected, never a secret value.
