@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from connectors.kafka.transactions import TransactionAdmin
 from integration_tests.conftest import create_topic
 from integration_tests.kafka_fixtures import running_cluster, selected_mode
 from integration_tests.sink.harness import Pipeline
@@ -24,3 +25,9 @@ def versioned_kafka(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
 def pipeline(versioned_kafka: KafkaCluster, tmp_path: Path) -> Pipeline:
     bootstrap = versioned_kafka.bootstrap_servers
     return Pipeline(bootstrap, create_topic(bootstrap, partitions=2), tmp_path / "checkpoint")
+
+
+@pytest.fixture
+def admin(versioned_kafka: KafkaCluster) -> Iterator[TransactionAdmin]:
+    with TransactionAdmin({"bootstrap.servers": versioned_kafka.bootstrap_servers}) as client:
+        yield client

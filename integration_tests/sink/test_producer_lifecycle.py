@@ -20,7 +20,6 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +29,13 @@ from confluent_kafka import Producer
 
 from checkpoint.model import Committable
 from connectors.kafka.committer import KafkaCommitter
-from connectors.kafka.drain import drain
 from connectors.kafka.errors import TransactionLostError
 from connectors.kafka.naming import transactional_id
 from connectors.kafka.sink_options import SinkOptions
-from connectors.kafka.transactions import TransactionAdmin, TxnDescription, TxnState
+from connectors.kafka.transactions import TransactionAdmin, TxnState
 from connectors.kafka.writer import ExactlyOnceWriter
 from integration_tests.conftest import create_topic
+from integration_tests.sink.transactions import describe, values, wait_until_committed
 from kafka_eos.cluster import KafkaCluster
 
 pytestmark = pytest.mark.kafka
@@ -106,16 +105,6 @@ def task_input(tag: str) -> dict[str, list[str]]:
     }
 
 
-def values(bootstrap: str, topic: str, isolation: str) -> Counter[str]:
-    return Counter(r.value.decode() for r in drain(bootstrap, topic, isolation, timeout_s=30))
-
-
-def describe(admin: TransactionAdmin, tid: str) -> TxnDescription:
-    now = admin.describe([tid])[tid]
-    assert now is not None, f"transactional id {tid} is unknown to its coordinator"
-    return now
-
-
 def assert_still_pre_committed(
     admin: TransactionAdmin, committable: Committable, watch_s: float = 1.0
 ) -> None:
@@ -133,26 +122,6 @@ def assert_still_pre_committed(
         if time.monotonic() >= deadline:
             return
         time.sleep(0.25)
-
-
-def wait_until_committed(admin: TransactionAdmin, committable: Committable) -> None:
-    """EndTxn returns before the markers are written; read_committed needs the markers."""
-    deadline = time.monotonic() + 30
-    while True:
-        now = describe(admin, committable.transactional_id)
-        if now.state == TxnState.COMPLETE_COMMIT:
-            assert now.is_commit_of(
-                committable.producer_id, committable.epoch, epoch_bumped=admin.epoch_bumps_on_end
-            ), now
-            return
-        assert time.monotonic() < deadline, f"commit did not complete: {now}"
-        time.sleep(0.2)
-
-
-@pytest.fixture
-def admin(versioned_kafka: KafkaCluster) -> Iterator[TransactionAdmin]:
-    with TransactionAdmin({"bootstrap.servers": versioned_kafka.bootstrap_servers}) as client:
-        yield client
 
 
 def librdkafka_threads() -> int:

@@ -9,7 +9,6 @@ commit exactly B's records.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -19,14 +18,13 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from checkpoint.model import Committable
 from connectors.kafka.committer import KafkaCommitter
-from connectors.kafka.drain import drain
 from connectors.kafka.errors import PreCommitLostError, TransactionLostError
 from connectors.kafka.naming import transactional_id
-from connectors.kafka.transactions import TransactionAdmin, TxnDescription, TxnState
+from connectors.kafka.transactions import TransactionAdmin, TxnState
 from connectors.kafka.writer import ExactlyOnceWriter
 from integration_tests.conftest import create_topic
+from integration_tests.sink.transactions import describe, values, wait_until_committed
 from kafka_eos.cluster import KafkaCluster
 
 pytestmark = pytest.mark.kafka
@@ -53,30 +51,6 @@ def task_input(attempt: str, count: int) -> pa.RecordBatch:
     )
 
 
-def values(bootstrap: str, topic: str, isolation: str) -> Counter[str]:
-    return Counter(r.value.decode() for r in drain(bootstrap, topic, isolation, timeout_s=30))
-
-
-def describe(admin: TransactionAdmin, tid: str) -> TxnDescription:
-    now = admin.describe([tid])[tid]
-    assert now is not None, f"transactional id {tid} is unknown to its coordinator"
-    return now
-
-
-def wait_until_committed(admin: TransactionAdmin, committable: Committable) -> None:
-    """EndTxn returns before the markers are written; read_committed needs the markers."""
-    deadline = time.monotonic() + 30
-    while True:
-        now = describe(admin, committable.transactional_id)
-        if now.state == TxnState.COMPLETE_COMMIT:
-            assert now.is_commit_of(
-                committable.producer_id, committable.epoch, epoch_bumped=admin.epoch_bumps_on_end
-            ), now
-            return
-        assert time.monotonic() < deadline, f"commit did not complete: {now}"
-        time.sleep(0.2)
-
-
 class Setting(NamedTuple):
     bootstrap: str
     topic: str
@@ -93,12 +67,6 @@ def setting(versioned_kafka: KafkaCluster) -> Setting:
         {"bootstrap.servers": bootstrap, "transaction.timeout.ms": "60000"},
         f"zombie-{uuid.uuid4().hex[:8]}",
     )
-
-
-@pytest.fixture
-def admin(versioned_kafka: KafkaCluster) -> Iterator[TransactionAdmin]:
-    with TransactionAdmin({"bootstrap.servers": versioned_kafka.bootstrap_servers}) as client:
-        yield client
 
 
 @pytest.fixture

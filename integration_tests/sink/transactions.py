@@ -1,0 +1,34 @@
+"""Transaction checks shared by the sink's Kafka-only tests (no Spark)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from checkpoint.model import Committable
+from connectors.kafka.drain import drain
+from connectors.kafka.transactions import TransactionAdmin, TxnDescription, TxnState
+
+
+def values(bootstrap: str, topic: str, isolation: str) -> Counter[str]:
+    return Counter(r.value.decode() for r in drain(bootstrap, topic, isolation, timeout_s=30))
+
+
+def describe(admin: TransactionAdmin, tid: str) -> TxnDescription:
+    now = admin.describe([tid])[tid]
+    assert now is not None, f"transactional id {tid} is unknown to its coordinator"
+    return now
+
+
+def wait_until_committed(admin: TransactionAdmin, committable: Committable) -> None:
+    """EndTxn returns before the markers are written; read_committed needs the markers."""
+    deadline = time.monotonic() + 30
+    while True:
+        now = describe(admin, committable.transactional_id)
+        if now.state == TxnState.COMPLETE_COMMIT:
+            assert now.is_commit_of(
+                committable.producer_id, committable.epoch, epoch_bumped=admin.epoch_bumps_on_end
+            ), now
+            return
+        assert time.monotonic() < deadline, f"commit did not complete: {now}"
+        time.sleep(0.2)
