@@ -45,6 +45,26 @@ def cluster_options(function: F) -> F:
     )(function)
 
 
+def embedded_or_external_kafka(function: F) -> F:
+    """``--bootstrap-servers`` (optional: without it an embedded Kafka is started) and
+    ``--kafka-version`` of that embedded Kafka; for ``demo`` and ``bench``."""
+    from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, SUPPORTED_KAFKA_VERSIONS
+
+    function = click.option(
+        "--kafka-version",
+        type=click.Choice(SUPPORTED_KAFKA_VERSIONS),
+        default=DEFAULT_KAFKA_VERSION,
+        show_default=True,
+        help="Version of the embedded Kafka.",
+    )(function)
+    return click.option(
+        "--bootstrap-servers",
+        envvar="KAFKA_BOOTSTRAP_SERVERS",
+        default=None,
+        help="Use this Kafka instead of starting an embedded one.",
+    )(function)
+
+
 def client_options(pairs: tuple[str, ...]) -> dict[str, str]:
     """The ``-X`` pairs as a librdkafka-style config."""
     try:

@@ -9,17 +9,11 @@ from pathlib import Path
 
 import click
 
-from kafka_eos.cluster import DEFAULT_KAFKA_VERSION
+from kafka_eos.commands._cluster import embedded_or_external_kafka
 
 
 @click.command("bench")
-@click.option(
-    "--bootstrap-servers",
-    envvar="KAFKA_BOOTSTRAP_SERVERS",
-    default=None,
-    help="Use this Kafka instead of starting an embedded one.",
-)
-@click.option("--kafka-version", default=DEFAULT_KAFKA_VERSION, show_default=True)
+@embedded_or_external_kafka
 @click.option("--records", default=200_000, show_default=True, type=click.IntRange(min=1000))
 @click.option("--batches", default=10, show_default=True, type=click.IntRange(1, 100))
 @click.option("--repeats", default=2, show_default=True, type=click.IntRange(min=1))

@@ -1,21 +1,15 @@
-"""``kafka-eos demo``: start an embedded Kafka, run a small Spark streaming job against it,
-and show what a ``read_committed`` reader of the output sees."""
+"""``kafka-eos demo``: the main job on an embedded Kafka, crashed mid-commit, restarted and
+verified by a ``read_committed`` reader."""
 
 from __future__ import annotations
 
 import click
 
-from kafka_eos.cluster import DEFAULT_KAFKA_VERSION
+from kafka_eos.commands._cluster import embedded_or_external_kafka
 
 
 @click.command("demo")
-@click.option(
-    "--bootstrap-servers",
-    envvar="KAFKA_BOOTSTRAP_SERVERS",
-    default=None,
-    help="Use this Kafka instead of starting an embedded one.",
-)
-@click.option("--kafka-version", default=DEFAULT_KAFKA_VERSION, show_default=True)
+@embedded_or_external_kafka
 @click.option(
     "--records", default=5000, show_default=True, type=click.IntRange(min=10), help="Orders."
 )
