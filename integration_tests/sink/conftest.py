@@ -1,24 +1,42 @@
 """One Kafka cluster per supported version for the sink's tests; each test brings its own
-topic, checkpoint and transactional-id prefix, so tests never see each other's data."""
+topic, checkpoint and transactional-id prefix, so tests never see each other's data.
+
+When a version's tests are done, ``kafka-eos txn list`` must find no transaction left open on
+its cluster: every crash the tests injected was recovered, or its test ended what it opened.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from connectors.kafka.transactions import TransactionAdmin
 from integration_tests.conftest import create_topic
 from integration_tests.kafka_fixtures import running_cluster, selected_mode
 from integration_tests.sink.harness import Pipeline
 from kafka_eos.cluster import SUPPORTED_KAFKA_VERSIONS, KafkaCluster
+from kafka_eos.commands.txn import command as txn_command
 
 
 @pytest.fixture(scope="session", params=SUPPORTED_KAFKA_VERSIONS, ids=lambda v: f"kafka-{v}")
 def versioned_kafka(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     with running_cluster(selected_mode(), request.param) as cluster:
         yield cluster
+        _assert_no_lingering_transactions(cluster.bootstrap_servers)
+
+
+def _assert_no_lingering_transactions(bootstrap_servers: str) -> None:
+    listing = CliRunner().invoke(
+        txn_command, ["list", "--bootstrap-servers", bootstrap_servers, "--json"]
+    )
+    assert listing.exit_code == 0, listing.output
+    assert json.loads(listing.output)["transactions"] == [], (
+        f"kafka-eos txn list after the sink suite found lingering transactions:\n{listing.output}"
+    )
 
 
 @pytest.fixture
