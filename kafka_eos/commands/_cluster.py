@@ -17,6 +17,7 @@ from checkpoint.errors import KafkaEosError
 from connectors.lint.errors import LintInputError
 from connectors.lint.loaders import parse_kafka_options
 from connectors.lint.redact import scrub, secret_values
+from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, SUPPORTED_KAFKA_VERSIONS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,8 +49,6 @@ def cluster_options(function: F) -> F:
 def embedded_or_external_kafka(function: F) -> F:
     """``--bootstrap-servers`` (optional: without it an embedded Kafka is started) and
     ``--kafka-version`` of that embedded Kafka; for ``demo`` and ``bench``."""
-    from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, SUPPORTED_KAFKA_VERSIONS
-
     function = click.option(
         "--kafka-version",
         type=click.Choice(SUPPORTED_KAFKA_VERSIONS),
