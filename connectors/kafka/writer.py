@@ -51,18 +51,27 @@ class _Delivery:
             self.partitions.add((message.topic(), message.partition()))
 
 
-def _oversized(record: KafkaRecord, config: Mapping[str, Any], exc: KafkaException) -> ConfigError:
+def _oversized(
+    record: KafkaRecord, config: Mapping[str, Any], exc: KafkaException, aftermath: str
+) -> ConfigError:
     size = len(record.value or b"") + len(record.key or b"")
     limit = config.get("message.max.bytes", "1000000 (librdkafka's default)")
     return ConfigError(
         f"a record for topic {record.topic} is {size} bytes (key + value), above the producer's "
         f"message.max.bytes = {limit}: {exc}. Raise kafka.message.max.bytes (and the topic's "
-        "max.message.bytes on the broker), or split the value. Nothing of this batch is visible."
+        f"max.message.bytes on the broker), or split the value. {aftermath}"
     )
 
 
 class _BaseWriter:
     """Producing and flushing, shared by every delivery guarantee."""
+
+    # What a failed task leaves for readers, said in its error: without a transaction, what
+    # was sent before the failure stays, and the batch's replay sends it again.
+    aftermath = (
+        "Records this task sent before the failure may already be visible, and the batch's "
+        "replay sends them again."
+    )
 
     def __init__(self, producer_config: Mapping[str, Any], topic: str | None, timeout_s: float):
         self._config = dict(producer_config)
@@ -108,7 +117,7 @@ class _BaseWriter:
                 producer.poll(_QUEUE_FULL_POLL_S)  # the local queue is full: let it drain
             except KafkaException as exc:
                 if exc.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
-                    raise _oversized(record, self._config, exc) from exc
+                    raise _oversized(record, self._config, exc, self.aftermath) from exc
                 raise
         self.record_count += 1
         producer.poll(0)
@@ -131,13 +140,16 @@ class _BaseWriter:
         if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             raise ConfigError(
                 f"the broker rejected a record as too large ({error.str()}): raise the topic's "
-                "max.message.bytes (broker) and kafka.message.max.bytes, or split the value"
+                "max.message.bytes (broker) and kafka.message.max.bytes, or split the value. "
+                + self.aftermath
             )
         raise DeliveryFailed(f"a record could not be delivered: {error.str()} ({error.name()})")
 
 
 class ExactlyOnceWriter(_BaseWriter):
     """Exactly-once: the task's records in one transaction, pre-committed, never committed here."""
+
+    aftermath = "Nothing of this batch is visible: its transactions are aborted, never committed."
 
     def __init__(
         self,
