@@ -99,7 +99,8 @@ def check_input_schema(schema: StructType, topic_option: str | None) -> None:
 
     expect("value", _BYTES, True, "string or binary")
     expect("key", _BYTES, False, "string or binary")
-    expect("topic", (StringType,), topic_option is None, "string, or set the option 'topic'")
+    if topic_option is None:  # the option overrides a topic column, whatever its type (Spark)
+        expect("topic", (StringType,), True, "string, or set the option 'topic'")
     expect("partition", (IntegerType,), False, "int")
     headers = fields.get("headers")
     if headers is not None and not (

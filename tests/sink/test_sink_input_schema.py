@@ -94,6 +94,11 @@ def test_a_binary_topic_column_is_rejected_without_the_option() -> None:
     assert "CAST(topic AS STRING) AS topic" in message
 
 
+def test_the_topic_option_overrides_a_topic_column_of_any_type() -> None:
+    """As in Spark's Kafka sink: with the option set, the column is not read at all."""
+    check_input_schema(schema(value=StringType(), topic=BinaryType()), "out")
+
+
 @pytest.mark.parametrize("kind", [LongType(), StringType()])
 def test_partition_must_be_int(kind: DataType) -> None:
     message = error_of(schema(value=StringType(), partition=kind))
