@@ -72,13 +72,13 @@ class SinkOptions:
             ) from None
         timing = Timing(
             **{
-                name: parse_duration(lowered[option], what=f"option '{option}'")
+                name: parse_duration(lowered[option.lower()], what=f"option '{option}'")
                 for option, name in (
-                    ("triggerinterval", "trigger_interval_ms"),
-                    ("maxbatchduration", "max_batch_duration_ms"),
-                    ("maxrestarttime", "max_restart_time_ms"),
+                    ("triggerInterval", "trigger_interval_ms"),
+                    ("maxBatchDuration", "max_batch_duration_ms"),
+                    ("maxRestartTime", "max_restart_time_ms"),
                 )
-                if option in lowered
+                if option.lower() in lowered
             }
         )
         return cls(
@@ -89,8 +89,8 @@ class SinkOptions:
             checkpoint_location=lowered.get("checkpointlocation") or None,
             producer_config=producer,
             timing=timing,
-            flush_timeout_s=_millis(lowered, "flushtimeoutms", 120_000) / 1000,
-            commit_timeout_s=_millis(lowered, "committimeoutms", 60_000) / 1000,
+            flush_timeout_s=_millis(lowered, "flushTimeoutMs", 120_000) / 1000,
+            commit_timeout_s=_millis(lowered, "commitTimeoutMs", 60_000) / 1000,
         )
 
     def _sanity_check(self) -> None:
@@ -133,8 +133,9 @@ def decision_location(checkpoint_location: str) -> str:
     return f"{checkpoint_location.rstrip('/')}/kafka-eos-sink"
 
 
-def _millis(options: Mapping[str, str], key: str, default: int) -> int:
-    raw = options.get(key)
+def _millis(lowered: Mapping[str, str], key: str, default: int) -> int:
+    """``key`` as documented (it names the option in errors), looked up lower-cased."""
+    raw = lowered.get(key.lower())
     if raw is None:
         return default
     if not raw.isdigit() or int(raw) <= 0:
