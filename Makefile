@@ -1,5 +1,6 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Every other target is a step
-# they run; each is idempotent and prints what it does.
+# they run; each is idempotent and prints what it does. A loop over versions stops at the first
+# failure (`|| exit 1`): a shell loop's status is only its last iteration's.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -30,7 +31,7 @@ $(VENV)/.installed: pyproject.toml
 
 kafka-jars:
 	@echo "==> Apache Kafka jars from Maven Central ($(KAFKA_VERSIONS))"
-	@for v in $(KAFKA_VERSIONS); do docker/kafka/fetch-jars.sh $$v; done
+	@for v in $(KAFKA_VERSIONS); do docker/kafka/fetch-jars.sh $$v || exit 1; done
 
 docker-engine:
 	@echo "==> Docker engine"
@@ -38,7 +39,7 @@ docker-engine:
 
 images: docker-engine kafka-jars
 	@echo "==> local Kafka images (no registry)"
-	@for v in $(KAFKA_VERSIONS); do docker/kafka/build.sh $$v; done
+	@for v in $(KAFKA_VERSIONS); do docker/kafka/build.sh $$v || exit 1; done
 
 check: venv
 	@echo "==> ruff"

@@ -35,4 +35,12 @@ tar -C "$rootfs" -c . | docker import \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change 'ENV LANG=C.UTF-8' \
   - "$image" >/dev/null
-docker run --rm "$image" java -version 2>&1 | head -n 1 | sed 's/^/[base-image] /'
+# Prove the image runs Java. Read the whole output first: `| head -n 1` would close the pipe
+# on `docker run`, whose SIGPIPE then fails this script under pipefail.
+if ! java_version="$(docker run --rm "$image" java -version 2>&1)"; then
+  printf '%s\n' "$java_version" >&2
+  docker image rm "$image" >/dev/null
+  say "the imported image cannot run java; removed it (rerun to rebuild)"
+  exit 1
+fi
+say "${java_version%%$'\n'*}"
