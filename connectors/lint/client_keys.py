@@ -5,6 +5,10 @@ The two clients spell several producer keys differently and disagree on some def
 spelling; this module maps a config as written onto them and supplies each client's
 default for a key left unset.
 
+Aliases depend on the client: librdkafka accepts both spellings, but the Java client
+knows only its own and ignores ``message.timeout.ms`` (it logs "supplied but isn't a
+known config"), so under Java a librdkafka spelling means nothing.
+
 Sources: librdkafka ``CONFIGURATION.md`` and ``src/rdkafka_conf.c`` (v2.x); Apache Kafka
 ``ProducerConfig``/``ConsumerConfig``/broker docs (4.x).
 """
@@ -58,9 +62,9 @@ _DEFAULTS: Mapping[Role, Mapping[str, Mapping[Client, str | None]]] = {
 }
 
 
-def canonical(key: str) -> str:
-    """The canonical (Java) spelling of ``key``; unknown keys are returned unchanged."""
-    return _LIBRDKAFKA_ALIASES.get(key, key)
+def canonical(key: str, client: Client = DEFAULT_CLIENT) -> str:
+    """The canonical (Java) key that ``key`` sets in ``client``; others are unchanged."""
+    return _LIBRDKAFKA_ALIASES.get(key, key) if client == "librdkafka" else key
 
 
 def native_name(key: str, client: Client) -> str:
@@ -73,9 +77,19 @@ def client_default(role: Role, key: str, client: Client) -> str | None:
     return _DEFAULTS[role].get(key, {}).get(client)
 
 
-def find_key(config: Mapping[str, str], key: str) -> str | None:
-    """The key as written in ``config`` that means canonical ``key``, if any."""
-    return next((written for written in config if canonical(written) == key), None)
+def find_key(config: Mapping[str, str], key: str, client: Client = DEFAULT_CLIENT) -> str | None:
+    """The key as written in ``config`` that sets canonical ``key`` in ``client``, if any."""
+    return next((written for written in config if canonical(written, client) == key), None)
+
+
+def ignored_key(config: Mapping[str, str], key: str, client: Client) -> str | None:
+    """A librdkafka spelling of canonical ``key`` in ``config`` that ``client`` ignores.
+
+    Only the Java client ignores one; naming it tells a user why their value had no effect.
+    """
+    if client == "librdkafka":
+        return None
+    return next((k for k in config if k != key and canonical(k, "librdkafka") == key), None)
 
 
 def merge_configs(
@@ -84,13 +98,16 @@ def merge_configs(
     """``override`` on top of ``base``, alias-aware; ``None`` only when both are absent.
 
     ``message.timeout.ms`` in an override replaces ``delivery.timeout.ms`` in the base,
-    so a key never appears twice under two spellings with different values.
+    so a key never appears twice under two spellings with different values. This holds
+    for any client: a more specific layer restating a setting replaces it; the Java
+    client then ignores the librdkafka spelling when the config is read (``context``).
     """
     if base is None and override is None:
         return None
     merged = dict(base or {})
     for key, value in (override or {}).items():
-        for written in [k for k in merged if canonical(k) == canonical(key)]:
+        setting = canonical(key, "librdkafka")
+        for written in [k for k in merged if canonical(k, "librdkafka") == setting]:
             del merged[written]
         merged[key] = value
     return merged

@@ -1,17 +1,26 @@
 """Resolved views of a ``LintInput`` that rules read: every value with where it came from.
 
 A rule asks ``ctx.producer.get("transaction.timeout.ms")`` and gets a ``Setting``: the
-value as written, or the client's default, or the value the client derives (librdkafka
-sets ``message.timeout.ms`` to ``transaction.timeout.ms`` in transactional mode). Messages
+value the code running the client forces (the kafka-eos source), else the value as
+written, else the value the client derives (librdkafka sets ``message.timeout.ms`` to
+``transaction.timeout.ms`` in transactional mode), else the client's default. Messages
 print the origin, so a finding about a default says so.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from connectors.lint.client_keys import Client, Role, client_default, find_key, native_name
+from connectors.lint import kafka_eos_source
+from connectors.lint.client_keys import (
+    Client,
+    Role,
+    client_default,
+    find_key,
+    ignored_key,
+    native_name,
+)
 from connectors.lint.errors import LintInputError
 from connectors.lint.inputs import LintInput, Timing, TopicFacts, format_duration
 
@@ -77,31 +86,49 @@ class Setting:
 
 @dataclass(frozen=True)
 class ClientView:
-    """A producer or consumer config as the given client will actually run it."""
+    """A producer or consumer config as the given client will actually run it.
+
+    ``forced`` holds values the code owning the client sets whatever the config says
+    (``forced_by`` names it): the kafka-eos source's ``enable.auto.commit=false``.
+    """
 
     role: Role
     label: str
     client: Client
     config: Mapping[str, str]
+    forced: Mapping[str, str] = field(default_factory=dict)
+    forced_by: str = ""
 
     def name(self, key: str) -> str:
         """``key`` as the user wrote it, else as ``client``'s documentation spells it."""
-        return find_key(self.config, key) or native_name(key, self.client)
+        return find_key(self.config, key, self.client) or native_name(key, self.client)
 
     def explicit(self, key: str) -> Setting | None:
-        """The value set for canonical ``key`` under any spelling, or ``None``."""
-        written = find_key(self.config, key)
+        """The value set for canonical ``key`` under a spelling ``client`` reads, or ``None``."""
+        written = find_key(self.config, key, self.client)
         return None if written is None else Setting(self.label, written, self.config[written])
 
     def get(self, key: str) -> Setting:
-        """The effective value: set, else derived by the client, else the client default."""
-        return self.explicit(key) or self._derived(key) or self._default(key)
+        """The effective value: forced, else set, else derived by the client, else the
+        client default."""
+        return self._forced(key) or self.explicit(key) or self._derived(key) or self._default(key)
+
+    def _forced(self, key: str) -> Setting | None:
+        if key not in self.forced:
+            return None
+        return Setting(self.label, self.name(key), self.forced[key], f"forced by {self.forced_by}")
 
     def _default(self, key: str) -> Setting:
         value = client_default(self.role, key, self.client)
         if value is None:
             raise KeyError(f"no {self.client} {self.role} default for {key}")
-        return Setting(self.label, self.name(key), value, f"{self.client} default")
+        note = f"{self.client} default"
+        # "delivery.timeout.ms=120000 (java default)" next to a message.timeout.ms the user
+        # wrote would look like a linter bug; say the client ignores that spelling.
+        ignored = ignored_key(self.config, key, self.client)
+        if ignored is not None:
+            note += f"; {ignored} is librdkafka's name, which {self.client} ignores"
+        return Setting(self.label, self.name(key), value, note)
 
     def _derived(self, key: str) -> Setting | None:
         """Values the client computes itself. The producer is linted as the transactional
@@ -200,7 +227,7 @@ class LintContext:
         return cls(
             input=lint_input,
             producer=_view("producer", "producer", client, lint_input.producer),
-            source=_view("consumer", "source consumer", client, lint_input.consumer),
+            source=_source_view(lint_input),
             downstream=tuple(
                 ClientView(
                     "consumer", f"downstream consumer {c.name}", c.client or client, c.config
@@ -218,6 +245,17 @@ class LintContext:
         """A timing assumption as a ``Setting`` (``max_batch_duration_ms`` and so on)."""
         return Setting("timing", field, str(getattr(self.timing, field)))
 
+    def rejected_source_option(self, key: str) -> Setting | None:
+        """A ``kafka.<key>`` source option the kafka-eos source refuses at startup, if set."""
+        if key not in kafka_eos_source.REJECTED:
+            raise KeyError(f"the kafka-eos source does not reject kafka.{key}")
+        value = self.input.source_option(f"kafka.{key}")
+        return None if value is None else Setting("source option", f"kafka.{key}", value)
+
+    def topic_missing(self, name: str) -> bool:
+        """Whether the live cluster reported topic ``name`` as not existing."""
+        return name in self.input.cluster.missing_topics
+
     def topic(self, name: str) -> TopicView | None:
         """The described topic ``name``, or ``None`` when nothing is known of it."""
         facts = self.input.cluster.topics.get(name)
@@ -230,3 +268,17 @@ def _view(
     role: Role, label: str, client: Client, config: Mapping[str, str] | None
 ) -> ClientView | None:
     return None if config is None else ClientView(role, label, client, config)
+
+
+def _source_view(lint_input: LintInput) -> ClientView | None:
+    """The source consumer: any consumer on the run's client, or the kafka-eos source."""
+    if lint_input.consumer is None or not lint_input.kafka_eos_source:
+        return _view("consumer", "source consumer", lint_input.client, lint_input.consumer)
+    return ClientView(
+        "consumer",
+        "source consumer",
+        kafka_eos_source.CLIENT,
+        lint_input.consumer,
+        forced=kafka_eos_source.FORCED,
+        forced_by=kafka_eos_source.NAME,
+    )

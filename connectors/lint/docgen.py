@@ -6,7 +6,8 @@ pages are out of date.
 
 from __future__ import annotations
 
-import sys
+import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 from connectors.lint.registry import RULES
@@ -42,6 +43,23 @@ def write_pages(docs_dir: Path = DOCS_DIR) -> list[Path]:
     return written
 
 
-if __name__ == "__main__":
-    for page in write_pages(Path(sys.argv[1]) if len(sys.argv) > 1 else DOCS_DIR):
+def main(argv: Sequence[str] | None = None) -> None:
+    """Command line: ``python -m connectors.lint.docgen [DOCS_DIR]``; ``--help`` says so."""
+    parser = argparse.ArgumentParser(
+        prog="python -m connectors.lint.docgen",
+        description="Write docs/lint/<ID>.md for every rule from its module docstring.",
+    )
+    parser.add_argument(
+        "docs_dir",
+        nargs="?",
+        type=Path,
+        default=DOCS_DIR,
+        help=f"folder to write the pages into (default: {DOCS_DIR})",
+    )
+    args = parser.parse_args(argv)
+    for page in write_pages(args.docs_dir):
         print(page)
+
+
+if __name__ == "__main__":
+    main()

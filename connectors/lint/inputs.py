@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from connectors.lint.client_keys import DEFAULT_CLIENT, Client, find_key, merge_configs
+from connectors.lint.client_keys import DEFAULT_CLIENT, Client, merge_configs
 from connectors.lint.errors import LintInputError
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -60,13 +60,15 @@ class Timing:
     """Timing assumptions about the pipeline, in milliseconds, with documented defaults.
 
     The defaults describe a modest micro-batch job: a 10 s trigger, batches of at most a
-    minute, a restart within 5 minutes, and never restoring a checkpoint older than a day.
+    minute, a restart within 5 minutes, never restoring a checkpoint older than a day, and
+    never running a day without committing a transaction (idle: no input, no batch).
     """
 
     trigger_interval_ms: int = 10_000
     max_batch_duration_ms: int = 60_000
     max_restart_time_ms: int = 300_000
     max_checkpoint_age_ms: int = 86_400_000
+    max_idle_time_ms: int = 86_400_000
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -78,6 +80,11 @@ class Timing:
         """Longest a transaction stays open: wait for the trigger, run the batch, restart."""
         return self.trigger_interval_ms + self.max_batch_duration_ms + self.max_restart_time_ms
 
+    @property
+    def max_pause_ms(self) -> int:
+        """Longest a transactional id goes unused: idle, or stopped before a checkpoint restore."""
+        return max(self.max_idle_time_ms, self.max_checkpoint_age_ms)
+
 
 # Names used by pipeline files and CLI flags (``max_batch_duration`` / ``--max-batch-duration``).
 TIMING_NAMES: Mapping[str, str] = {
@@ -85,6 +92,7 @@ TIMING_NAMES: Mapping[str, str] = {
     "max_batch_duration": "max_batch_duration_ms",
     "max_restart_time": "max_restart_time_ms",
     "max_checkpoint_age": "max_checkpoint_age_ms",
+    "max_idle_time": "max_idle_time_ms",
 }
 
 
@@ -111,18 +119,23 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 @dataclass(frozen=True)
 class ClusterFacts:
-    """Facts that have no default: how many brokers, and the topics described."""
+    """Facts that have no default: how many brokers, the topics described, and the named
+    topics a live cluster reported missing (rules report those instead of skipping them)."""
 
     broker_count: int | None = None
     topics: Mapping[str, TopicFacts] = field(default_factory=dict)
+    missing_topics: frozenset[str] = frozenset()
 
     def overlaid(self, other: ClusterFacts) -> ClusterFacts:
-        """``other`` on top of ``self``: known values win, topics merge per name."""
+        """``other`` on top of ``self``: known values win, topics merge per name, and a topic
+        ``other`` reports missing is no longer described."""
+        topics = {**self.topics, **other.topics}
         return ClusterFacts(
             broker_count=other.broker_count
             if other.broker_count is not None
             else self.broker_count,
-            topics={**self.topics, **other.topics},
+            topics={n: f for n, f in topics.items() if n not in other.missing_topics},
+            missing_topics=other.missing_topics | (self.missing_topics - other.topics.keys()),
         )
 
 
@@ -140,8 +153,13 @@ class LintInput:
 
     ``sink_options``/``source_options`` hold the Spark options that are not ``kafka.*``
     (``transactionalIdPrefix``, ``topic``, ``subscribe``...); the ``kafka.*`` ones are
-    already folded into ``producer``/``consumer`` with the prefix removed. Spark option
-    names are case-insensitive, so read them with ``sink_option``/``source_option``.
+    already folded into ``producer``/``consumer`` with the prefix removed, except the
+    ones the kafka-eos source refuses, which stay source options so rules can report them.
+    Spark option names are case-insensitive, so read them with ``sink_option``/``source_option``.
+
+    ``kafka_eos_source``: ``consumer`` is the kafka-eos Spark source (a pipeline file's
+    ``source:`` section), linted with the settings it forces (``kafka_eos_source.py``);
+    otherwise it is any consumer, linted on its client's defaults.
     """
 
     client: Client = DEFAULT_CLIENT
@@ -156,6 +174,7 @@ class LintInput:
     timing: Timing = field(default_factory=Timing)
     cluster: ClusterFacts = field(default_factory=ClusterFacts)
     rule_options: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    kafka_eos_source: bool = False
 
     def sink_option(self, name: str) -> str | None:
         """Spark sink option ``name``, matched case-insensitively as Spark does."""
@@ -178,14 +197,15 @@ class LintInput:
 
     def subscribes(self) -> bool:
         """Whether the source joins a consumer group (``subscribe``), not ``assign()``."""
-        if self.source_option("assign") is not None:
+        # The kafka-eos source assigns the partitions of a subscribe itself: no group.
+        if self.kafka_eos_source or self.source_option("assign") is not None:
             return False
         if (
             self.source_option("subscribe") is not None
             or self.source_option("subscribePattern") is not None
         ):
             return True
-        return self.consumer is not None and find_key(self.consumer, "group.id") is not None
+        return self.consumer is not None and "group.id" in self.consumer
 
     def overlay(
         self,

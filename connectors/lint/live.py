@@ -39,8 +39,10 @@ def read_cluster(
     timeout_s: float = 15.0,
     admin_factory: AdminFactory = AdminClient,
 ) -> ClusterSnapshot:
-    """Describe the cluster at ``bootstrap_servers`` and the given ``topics`` that exist."""
+    """Describe the cluster at ``bootstrap_servers`` and the given ``topics`` that exist;
+    the ones that do not are listed as missing, for rules to report."""
     options = dict(options or {})
+    names = tuple(dict.fromkeys(topics))
     secrets = secret_values([options])
     what = f"cluster {bootstrap_servers}"
     deadline = Deadline(timeout_s)
@@ -50,7 +52,7 @@ def read_cluster(
         metadata = admin.list_topics(timeout=deadline.remaining())
         if not metadata.brokers:
             raise LiveClusterError(f"{what}: metadata lists no brokers")
-        present = [t for t in dict.fromkeys(topics) if t in metadata.topics]
+        present = [t for t in names if t in metadata.topics]
         broker_id = (
             metadata.controller_id
             if metadata.controller_id in metadata.brokers
@@ -64,6 +66,7 @@ def read_cluster(
         broker_config=configs.pop(("broker", str(broker_id))),
         facts=ClusterFacts(
             broker_count=len(metadata.brokers),
+            missing_topics=frozenset(names) - metadata.topics.keys(),
             topics={
                 name: TopicFacts(
                     replication_factor=_replication(metadata.topics[name]),

@@ -7,7 +7,8 @@ credentials, and a parse error echoed into a CI log must not leak one.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -25,8 +26,10 @@ from connectors.lint.inputs import (
     config_value,
     parse_duration,
 )
+from connectors.lint.kafka_eos_source import REJECTED as SOURCE_REJECTED
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_UNICODE_ESCAPE = re.compile(r"[0-9a-fA-F]{4}")
 _PIPELINE_KEYS = (
     "client",
     "producer",
@@ -56,7 +59,7 @@ def parse_properties(text: str, *, source: str = "<properties>") -> dict[str, st
     backslash continuations and escapes. The last duplicate wins, as in Java."""
     result: dict[str, str] = {}
     for number, line in _logical_lines(text):
-        key, value = _split_entry(line)
+        key, value = _split_entry(line, f"{source}:{number}")
         if not key:
             raise LintInputError(f"{source}:{number}: entry has no key")
         result[key] = value
@@ -88,7 +91,7 @@ def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
         yield start, pending
 
 
-def _split_entry(line: str) -> tuple[str, str]:
+def _split_entry(line: str, where: str) -> tuple[str, str]:
     """Split a logical line at the first unescaped separator and unescape both halves."""
     index, escaped = 0, False
     while index < len(line):
@@ -103,10 +106,15 @@ def _split_entry(line: str) -> tuple[str, str]:
     key, rest = line[:index], line[index:].lstrip(" \t\f")
     if rest[:1] in ("=", ":"):
         rest = rest[1:].lstrip(" \t\f")
-    return _unescape(key), _unescape(rest)
+    key = _unescape(key, f"{where}: the key")
+    return key, _unescape(rest, f"{where}: the value of {key}")
 
 
-def _unescape(text: str) -> str:
+def _unescape(text: str, where: str) -> str:
+    """Resolve backslash escapes; a malformed ``\\uXXXX`` is an error, as in Java.
+
+    The error names where, never the text: it may be a password.
+    """
     out, index = [], 0
     while index < len(text):
         char = text[index]
@@ -115,8 +123,14 @@ def _unescape(text: str) -> str:
             index += 1
             continue
         nxt = text[index + 1]
-        if nxt == "u" and len(text) >= index + 6:
-            out.append(chr(int(text[index + 2 : index + 6], 16)))
+        if nxt == "u":
+            digits = text[index + 2 : index + 6]
+            if not _UNICODE_ESCAPE.fullmatch(digits):
+                raise LintInputError(
+                    f"{where} has a malformed \\uXXXX escape (expected 4 hex digits after"
+                    " \\u; write a literal backslash as \\\\)"
+                )
+            out.append(chr(int(digits, 16)))
             index += 6
             continue
         out.append(_ESCAPES.get(nxt, nxt))
@@ -164,7 +178,11 @@ def pipeline_input(document: object, *, source: str = "<pipeline>") -> LintInput
             f"{source}: unknown section(s) {', '.join(unknown)}; expected {expected}"
         )
     sink_kafka, sink_options = _split_spark(_flat(doc.get("sink"), f"{source}: sink"))
-    source_kafka, source_options = _split_spark(_flat(doc.get("source"), f"{source}: source"))
+    # The kafka-eos source refuses some kafka.* options; they stay source options, which
+    # rules report, instead of passing for client config the source would run with.
+    source_kafka, source_options = _split_spark(
+        _flat(doc.get("source"), f"{source}: source"), keep=SOURCE_REJECTED
+    )
     producer = _optional_flat(doc, "producer", source)
     consumer = _optional_flat(doc, "consumer", source)
     return LintInput(
@@ -173,6 +191,7 @@ def pipeline_input(document: object, *, source: str = "<pipeline>") -> LintInput
         # kafka.* options are what actually runs, so they win over the plain section.
         producer=merge_configs(producer, sink_kafka if "sink" in doc else None),
         consumer=merge_configs(consumer, source_kafka if "source" in doc else None),
+        kafka_eos_source="source" in doc,
         downstream_consumers=_downstream(doc.get("downstream_consumers"), source),
         broker=_optional_flat(doc, "broker", source),
         sink_options=sink_options,
@@ -208,16 +227,21 @@ def _optional_flat(doc: Mapping[str, Any], section: str, source: str) -> dict[st
     return _flat(doc[section], f"{source}: {section}") if section in doc else None
 
 
-def _split_spark(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """Spark options into (``kafka.*`` client config without the prefix, the other options)."""
+def _split_spark(
+    options: Mapping[str, str], *, keep: Collection[str] = ()
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Spark options into (``kafka.*`` client config without the prefix, the other options);
+    ``kafka.*`` keys named in ``keep`` stay with the other options."""
     # Spark matches option names case-insensitively and hands kafka.* keys on lowercased.
     prefix = len(_SPARK_KAFKA_PREFIX)
-    kafka = {
-        k[prefix:].lower(): v
-        for k, v in options.items()
-        if k.lower().startswith(_SPARK_KAFKA_PREFIX)
-    }
-    other = {k: v for k, v in options.items() if not k.lower().startswith(_SPARK_KAFKA_PREFIX)}
+    kafka: dict[str, str] = {}
+    other: dict[str, str] = {}
+    for key, value in options.items():
+        name = key[prefix:].lower()
+        if key.lower().startswith(_SPARK_KAFKA_PREFIX) and name not in keep:
+            kafka[name] = value
+        else:
+            other[key] = value
     return kafka, other
 
 

@@ -31,13 +31,23 @@ class RuleMeta:
         return ctx.input.rule_options.get(self.id, {}).get(name, self.options[name])
 
     def finding(
-        self, message: str, *, settings: Iterable[Setting], fix: str, keys: Iterable[str] = ()
+        self,
+        message: str,
+        *,
+        settings: Iterable[Setting],
+        fix: str,
+        keys: Iterable[str] = (),
+        severity: Severity | None = None,
     ) -> Finding:
-        """A finding of this rule naming every setting looked at, plus ``keys`` left unset."""
+        """A finding of this rule naming every setting looked at, plus ``keys`` left unset.
+
+        ``severity="info"`` marks what the rule could not check (a topic the live cluster
+        lacks), so that is reported rather than silently skipped, without failing a build.
+        """
         seen = tuple(settings)
         return Finding(
             rule=self.id,
-            severity=self.severity,
+            severity=severity or self.severity,
             message=message,
             keys=tuple(dict.fromkeys([*(s.key for s in seen), *keys])),
             values={s.key: s.value for s in seen},

@@ -2,7 +2,8 @@
 
 Each test starts a one-broker cluster with ``transaction.max.timeout.ms=300000`` (and a
 transaction log it can actually host) and injects one misconfiguration: a producer timeout
-above that maximum, an output topic with replication factor 1, or none at all.
+above that maximum, an output topic with replication factor 1, topics that do not exist,
+or none at all.
 """
 
 from __future__ import annotations
@@ -132,4 +133,25 @@ def test_correct_config_exits_zero(bootstrap_servers: str, tmp_path: Path) -> No
     assert report["summary"]["errors"] == 0, report["findings"]
     # RF 1 on a one-broker cluster is only a durability warning.
     assert {f["rule"] for f in report["findings"]} <= {"EOS011"}
+    assert result.exit_code == 0
+
+
+def test_topics_missing_on_the_cluster_are_info_findings(bootstrap_servers: str) -> None:
+    missing = f"lint-missing-{uuid.uuid4().hex[:10]}"
+    result = lint(
+        bootstrap_servers,
+        "--output-topic",
+        missing,
+        "--source-topic",
+        missing,
+        "--select",
+        "EOS011,EOS015",
+        "--strict",
+    )
+    report = json.loads(result.output)
+    assert {(f["rule"], f["severity"]) for f in report["findings"]} == {
+        ("EOS011", "info"),
+        ("EOS015", "info"),
+    }
+    assert all(f["values"] == {"topic": missing} for f in report["findings"])
     assert result.exit_code == 0

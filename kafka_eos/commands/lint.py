@@ -67,7 +67,12 @@ def _timing_option(name: str, what: str) -> click.Option:
     "--config", "pipeline_file", type=_FILE, help="Pipeline file, YAML or JSON (see docs/lint.md)."
 )
 @click.option("--producer-config", type=_FILE, help="Producer .properties (the sink's producer).")
-@click.option("--consumer-config", type=_FILE, help="Source consumer .properties.")
+@click.option(
+    "--consumer-config",
+    type=_FILE,
+    help="Source consumer .properties (any consumer; with a pipeline file's source: section,"
+    " the kafka-eos source).",
+)
 @click.option(
     "--downstream-consumer-config",
     type=_FILE,
@@ -81,6 +86,7 @@ def _timing_option(name: str, what: str) -> click.Option:
 @_timing_option("max_batch_duration", "Longest micro-batch")
 @_timing_option("max_restart_time", "Longest crash-to-running restart")
 @_timing_option("max_checkpoint_age", "Oldest checkpoint ever restored, i.e. longest pause")
+@_timing_option("max_idle_time", "Longest run without a transaction (no input, no batch)")
 @click.option("--bootstrap-servers", help="Read broker and topic facts from this live cluster.")
 @click.option(
     "-X",
@@ -126,6 +132,7 @@ def command(
     max_batch_duration: int | None,
     max_restart_time: int | None,
     max_checkpoint_age: int | None,
+    max_idle_time: int | None,
     bootstrap_servers: str | None,
     kafka_options: tuple[str, ...],
     cluster_timeout: int,
@@ -152,6 +159,7 @@ def command(
             ("max_batch_duration", max_batch_duration),
             ("max_restart_time", max_restart_time),
             ("max_checkpoint_age", max_checkpoint_age),
+            ("max_idle_time", max_idle_time),
         )
         if value is not None
     }

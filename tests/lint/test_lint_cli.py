@@ -199,3 +199,52 @@ def test_unreachable_cluster_exits_2(cli):
     result = cli("--bootstrap-servers", "127.0.0.1:1", "--cluster-timeout", "1s")
     assert result.exit_code == 2
     assert "cluster 127.0.0.1:1" in result.output
+
+
+SPARK_PIPELINE = """
+sink: {kafka.transaction.timeout.ms: 900000, transactionalIdPrefix: orders-v1, topic: out}
+source: {subscribe: orders, kafka.group.id: lag-monitor, startingOffsets: earliest}
+timing: {max_batch_duration: 6m, max_restart_time: 30s}
+rule_options: {EOS002: {safety_factor: 2}}
+"""
+
+
+@pytest.mark.parametrize("client", ["librdkafka", "java"])
+def test_correct_spark_pipeline_passes_strict(cli, write, client):
+    # Forced enable.auto.commit=false / auto.offset.reset=error, and no group membership.
+    pipeline = write("spark.yaml", SPARK_PIPELINE)
+    result = cli("--config", pipeline, "--strict", "--client", client)
+    assert result.exit_code == 0, result.output
+
+
+def test_generic_consumer_config_keeps_client_defaults(cli, write):
+    consumer = write("c.properties", "group.id=g\nisolation.level=read_committed\n")
+    result = cli("--consumer-config", consumer, "--max-batch-duration", "6m", "--strict")
+    assert result.exit_code == 1
+    assert {"EOS013", "EOS014", "EOS016"} <= set(result.output.split())
+
+
+def test_max_idle_time_flag(cli, write):
+    broker = write("server.properties", "transactional.id.expiration.ms=604800000\n")
+    assert cli("--broker-config", broker, "--select", "EOS009").exit_code == 0
+    result = cli("--broker-config", broker, "--select", "EOS009", "--max-idle-time", "14d")
+    assert result.exit_code == 1
+    assert "max idle time 14d" in result.output
+
+
+def test_live_topics_that_do_not_exist_are_reported(cli, monkeypatch, validate):
+    from connectors.lint import live
+    from connectors.lint.inputs import ClusterFacts, ClusterSnapshot
+
+    def read_cluster(bootstrap_servers, topics, **kwargs):
+        facts = ClusterFacts(broker_count=3, missing_topics=frozenset(topics))
+        return ClusterSnapshot({}, facts)
+
+    monkeypatch.setattr(live, "read_cluster", read_cluster)
+    args = ("--bootstrap-servers", "k:9092", "--output-topic", "out", "--source-topic", "src")
+    result = cli(*args, "--strict")
+    assert result.exit_code == 0, "info findings never fail a build"
+    assert "INFO (2)" in result.output
+    assert "output topic out does not exist" in result.output
+    assert "source topic src does not exist" in result.output
+    assert validate(json.loads(cli(*args, "--format", "json").output)) == []

@@ -6,6 +6,7 @@ from connectors.lint.client_keys import (
     canonical,
     client_default,
     find_key,
+    ignored_key,
     merge_configs,
     native_name,
 )
@@ -51,3 +52,16 @@ def test_merge_replaces_the_other_spelling():
 def test_merge_keeps_absent_as_none():
     assert merge_configs(None, None) is None
     assert merge_configs(None, {}) == {}
+
+
+@pytest.mark.parametrize(
+    "librdkafka",
+    ["message.timeout.ms", "message.send.max.retries", "max.in.flight", "queue.buffering.max.ms"],
+)
+def test_java_does_not_read_librdkafka_spellings(librdkafka):
+    assert canonical(librdkafka, "java") == librdkafka
+    java = canonical(librdkafka, "librdkafka")
+    assert find_key({librdkafka: "1"}, java, "java") is None
+    assert find_key({librdkafka: "1"}, java, "librdkafka") == librdkafka
+    assert ignored_key({librdkafka: "1", java: "2"}, java, "java") == librdkafka
+    assert ignored_key({librdkafka: "1"}, java, "librdkafka") is None

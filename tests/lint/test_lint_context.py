@@ -80,3 +80,13 @@ def test_timed_rendering():
 def test_broker_retention_precedence(config, value, note):
     setting = BrokerView(config).retention_ms()
     assert (setting.value, setting.note) == (value, note)
+
+
+def test_java_ignores_a_librdkafka_spelling_and_says_so():
+    view = producer("java", message_timeout_ms="60000", transaction_timeout_ms="60000")
+    setting = view.get("delivery.timeout.ms")
+    assert (setting.key, setting.value) == ("delivery.timeout.ms", "120000")
+    assert setting.note == (
+        "java default; message.timeout.ms is librdkafka's name, which java ignores"
+    )
+    assert view.explicit("delivery.timeout.ms") is None

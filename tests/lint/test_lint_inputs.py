@@ -131,3 +131,24 @@ def test_live_snapshot_wins():
     assert merged.broker == {"transaction.max.timeout.ms": "2"}
     assert merged.cluster.broker_count == 1
     assert set(merged.cluster.topics) == {"t", "u"}
+
+
+def test_max_idle_time_default_and_longest_pause():
+    assert Timing().max_idle_time_ms == 86_400_000
+    assert Timing(max_idle_time_ms=5, max_checkpoint_age_ms=3).max_pause_ms == 5
+    assert Timing(max_idle_time_ms=3, max_checkpoint_age_ms=5).max_pause_ms == 5
+
+
+def test_kafka_eos_source_never_subscribes():
+    lint_input = LintInput(
+        consumer={"group.id": "g"}, source_options={"subscribe": "t"}, kafka_eos_source=True
+    )
+    assert lint_input.subscribes() is False
+
+
+def test_live_missing_topics_replace_file_facts():
+    base = LintInput(cluster=ClusterFacts(topics={"t": TopicFacts(3), "u": TopicFacts(3)}))
+    snapshot = ClusterSnapshot({}, ClusterFacts(1, missing_topics=frozenset({"t", "v"})))
+    merged = base.with_cluster(snapshot).cluster
+    assert set(merged.topics) == {"u"}
+    assert merged.missing_topics == {"t", "v"}

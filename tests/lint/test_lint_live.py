@@ -120,3 +120,11 @@ def test_unreachable_cluster_fails_within_the_deadline():
     with pytest.raises(LiveClusterError, match=r"cluster 127\.0\.0\.1:1"):
         read_cluster("127.0.0.1:1", ["out"], timeout_s=1.0)
     assert time.monotonic() - started < 5
+
+
+def test_named_topics_the_cluster_lacks_are_listed_as_missing():
+    snapshot = read_cluster(
+        "k:9092", (t for t in ["out", "missing", "gone", "missing"]), admin_factory=FakeAdmin
+    )
+    assert snapshot.facts.missing_topics == {"missing", "gone"}
+    assert "out" in snapshot.facts.topics

@@ -159,3 +159,41 @@ def test_yaml_error_does_not_quote_the_line(write):
     with pytest.raises(LintInputError) as caught:
         load_pipeline(write("bad.yaml", "producer:\n  sasl.password: hunter2: x\n"))
     assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("sasl.password=hunter2\\uZZZZ", "the value of sasl.password"),
+        ("sasl.password=hunter2\\u12", "the value of sasl.password"),
+        ("sasl.password=hunter2\\u+1ab", "the value of sasl.password"),
+        ("sasl\\uXYZW.password=hunter2", "the key"),
+    ],
+)
+def test_malformed_unicode_escape_names_file_and_line_never_the_value(text, where):
+    with pytest.raises(LintInputError) as caught:
+        parse_properties(f"acks=all\n{text}\n", source="b.properties")
+    message = str(caught.value)
+    assert message.startswith(f"b.properties:2: {where} has a malformed \\uXXXX escape")
+    assert "hunter2" not in message and "ZZZZ" not in message
+    assert caught.value.__context__ is None, "no chained error quoting the digits"
+
+
+def test_source_section_is_the_kafka_eos_source(write):
+    lint_input = load_pipeline(
+        write(
+            "p.yaml",
+            "source: {subscribe: orders, kafka.Enable.Auto.Commit: false,"
+            " kafka.auto.offset.reset: earliest, kafka.fetch.min.bytes: 1}\n",
+        )
+    )
+    assert lint_input.kafka_eos_source
+    assert lint_input.consumer == {"fetch.min.bytes": "1"}, "refused options are not config"
+    assert lint_input.source_option("kafka.enable.auto.commit") == "false"
+    assert lint_input.source_option("kafka.auto.offset.reset") == "earliest"
+    assert not load_pipeline(write("c.yaml", "consumer: {group.id: g}\n")).kafka_eos_source
+
+
+def test_pipeline_max_idle_time(write):
+    lint_input = load_pipeline(write("p.yaml", "timing: {max_idle_time: 14d}\n"))
+    assert lint_input.timing == Timing(max_idle_time_ms=14 * 86_400_000)

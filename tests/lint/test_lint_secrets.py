@@ -93,3 +93,11 @@ def test_secret_value_echoed_by_the_client_is_scrubbed(cli):
     )
     assert result.exit_code == 2
     assert_clean(result.output)
+
+
+def test_malformed_escape_in_a_secret_is_an_input_error_without_the_value(cli, write):
+    path = write("b.properties", "sasl.password=hunter2\\uZZZZ\n")
+    result = cli("--producer-config", path)  # no traceback: the runner re-raises exceptions
+    assert result.exit_code == 2
+    assert f"{path}:1: the value of sasl.password has a malformed" in result.output
+    assert "hunter2" not in result.output and "ZZZZ" not in result.output

@@ -25,6 +25,16 @@ librdkafka: leave `message.timeout.ms` unset; it then equals `transaction.timeou
 Java: set `delivery.timeout.ms` to at most `transaction.timeout.ms` (and at least
 `linger.ms + request.timeout.ms`, see EOS006).
 
+The fix respects EOS006: the delivery timeout must also stay above `linger.ms`
+(librdkafka) or at least `linger.ms + request.timeout.ms` (Java). When that floor is
+not below `transaction.timeout.ms`, no delivery timeout satisfies both and the finding
+says so: lower `linger.ms` (a few ms is enough for batching; Java: or
+`request.timeout.ms`), or raise `transaction.timeout.ms` above the floor within the
+broker's maximum (EOS001).
+
+Java ignores librdkafka's spellings: under `--client java`, a `message.timeout.ms`
+leaves `delivery.timeout.ms` at its default, and the message says so.
+
 ## Needs
 
 A producer config.
@@ -56,7 +66,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from connectors.lint.context import LintContext
+from connectors.lint.context import ClientView, LintContext, Setting
 from connectors.lint.findings import Finding
 from connectors.lint.rule import RuleMeta
 
@@ -82,6 +92,35 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     yield RULE.finding(
         f"{delivery} {relation} {timeout}: {_CONSEQUENCE[ctx.producer.client]}",
         settings=(delivery, timeout),
-        fix=f"set {delivery.key} to at most {timeout.value}"
-        + (" or leave it unset" if ctx.producer.client == "librdkafka" else ""),
+        fix=_fix(ctx.producer, delivery, timeout),
+    )
+
+
+def _fix(producer: ClientView, delivery: Setting, timeout: Setting) -> str:
+    """A delivery timeout that also meets EOS006's floor, or what to lower when none can."""
+    linger = producer.get("linger.ms")
+    if producer.client == "librdkafka":
+        if linger.ms() < timeout.ms():
+            return f"set {delivery.key} to at most {timeout.value} or leave it unset"
+        return (
+            f"no {delivery.key} satisfies both this rule and EOS006: librdkafka needs it above"
+            f" {linger.key}={linger.value}, which is not below {timeout.key}={timeout.value};"
+            f" lower {linger.key} well below {timeout.value} (a few ms is enough for batching)"
+            f" and leave {delivery.key} unset, or raise {timeout.key} above {linger.value}"
+            " within the brokers' transaction.max.timeout.ms (EOS001)"
+        )
+    request = producer.get("request.timeout.ms")
+    floor = linger.ms() + request.ms()
+    if floor <= timeout.ms():
+        return (
+            f"set {delivery.key} to at most {timeout.value} and at least {linger.key} +"
+            f" {request.key} = {floor} (Java rejects less at startup, EOS006)"
+        )
+    return (
+        f"no {delivery.key} satisfies both this rule and EOS006: Java needs at least"
+        f" {linger.key} + {request.key} = {linger.value} + {request.value} = {floor}, above"
+        f" {timeout.key}={timeout.value}; lower {linger.key} (a few ms is enough for batching)"
+        f" or {request.key} until their sum is at most {timeout.value}, then set"
+        f" {delivery.key} between that sum and {timeout.value}; or raise {timeout.key} to at"
+        f" least {floor} within the brokers' transaction.max.timeout.ms (EOS001)"
     )

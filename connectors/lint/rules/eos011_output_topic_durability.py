@@ -32,7 +32,9 @@ Create output topics with `replication.factor=3` and `min.insync.replicas=2`, an
 
 Output topic names (the sink's `topic` option, `output_topics`, or `--output-topic`)
 and facts about them: `--bootstrap-servers`, or `cluster.topics` in the pipeline file.
-Topics nothing is known about are skipped.
+Topics nothing is known about are skipped, except a named topic the live cluster does
+not have: that is reported as an **info** finding naming the topic, since its
+durability could not be checked (exit code unchanged, even with `--strict`).
 
 ## Examples
 
@@ -82,6 +84,16 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     for name in ctx.input.output_topic_names():
         topic = ctx.topic(name)
         if topic is None:
+            if ctx.topic_missing(name):
+                yield RULE.finding(
+                    f"output topic {name} does not exist on the cluster, so its durability"
+                    " was not checked; if the broker auto-creates it, it gets the broker's"
+                    " default replication and min.insync.replicas",
+                    settings=(Setting("cluster", "topic", name),),
+                    fix=f"create {name} before the job runs, with replication factor"
+                    f" {min_rf} and min.insync.replicas={min_isr}, then lint again",
+                    severity="info",
+                )
             continue
         rf = topic.facts.replication_factor
         if rf is not None and rf < min_rf:

@@ -5,6 +5,10 @@
 The pipeline's source consumer has an effective `enable.auto.commit` of `true` (the
 default of both clients).
 
+The kafka-eos source (a pipeline file's `source:` section) forces
+`enable.auto.commit=false` and refuses a `kafka.enable.auto.commit` option at startup;
+for it the rule reports that option instead, and never suggests setting it.
+
 ## Why
 
 In an exactly-once pipeline the source offsets belong to the checkpoint (or to the
@@ -20,11 +24,12 @@ group offsets also report progress that did not happen.
 
 ## Fix
 
-Set `enable.auto.commit=false`.
+Set `enable.auto.commit=false`. For the kafka-eos source, remove
+`kafka.enable.auto.commit`: the source never auto-commits.
 
 ## Needs
 
-A source consumer config.
+A source consumer config, or the kafka-eos source's options.
 
 ## Examples
 
@@ -40,6 +45,12 @@ FAIL (key unset: both clients default to true):
 group.id=orders-enrich
 ```
 
+FAIL (pipeline file: the kafka-eos source refuses the option):
+
+```yaml
+source: {subscribe: orders, kafka.enable.auto.commit: false}
+```
+
 ## Source
 
 - https://kafka.apache.org/documentation/#consumerconfigs_enable.auto.commit
@@ -50,6 +61,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from connectors.lint import kafka_eos_source
 from connectors.lint.context import LintContext
 from connectors.lint.findings import Finding
 from connectors.lint.rule import RuleMeta
@@ -58,6 +70,14 @@ RULE = RuleMeta(id="EOS013", name="source-auto-commit", severity="warning")
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
+    rejected = ctx.rejected_source_option("enable.auto.commit")
+    if rejected is not None:
+        yield RULE.finding(
+            f"{rejected}: {kafka_eos_source.NAME} refuses this option and does not start"
+            " (it forces enable.auto.commit=false)",
+            settings=(rejected,),
+            fix=f"remove {rejected.key}: {kafka_eos_source.REJECTED['enable.auto.commit']}",
+        )
     if ctx.source is None:
         return
     auto_commit = ctx.source.get("enable.auto.commit")

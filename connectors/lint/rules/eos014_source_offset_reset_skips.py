@@ -6,6 +6,10 @@ The source consumer's effective `auto.offset.reset` is `latest` (librdkafka: `la
 `end`; the default of both clients), or the Spark source option `failOnDataLoss` is
 `false`.
 
+The kafka-eos source (a pipeline file's `source:` section) forces
+`auto.offset.reset=error` and refuses a `kafka.auto.offset.reset` option at startup;
+for it the rule reports that option instead, and never suggests setting it.
+
 ## Why
 
 The reset policy applies whenever the offset to resume from is missing or no longer
@@ -21,11 +25,12 @@ error a human must look at.
 ## Fix
 
 Set `auto.offset.reset=earliest`, or `none`/`error` to fail loudly; keep Spark's
-`failOnDataLoss=true` (its default).
+`failOnDataLoss=true` (its default). For the kafka-eos source, remove
+`kafka.auto.offset.reset` and choose the first run's start with `startingOffsets`.
 
 ## Needs
 
-A source consumer config or Spark source options.
+A source consumer config, or the kafka-eos source's options.
 
 ## Examples
 
@@ -41,6 +46,12 @@ FAIL:
 auto.offset.reset=latest
 ```
 
+FAIL (pipeline file: the kafka-eos source refuses the option):
+
+```yaml
+source: {subscribe: orders, kafka.auto.offset.reset: earliest}
+```
+
 ## Source
 
 - https://kafka.apache.org/documentation/#consumerconfigs_auto.offset.reset
@@ -51,6 +62,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from connectors.lint import kafka_eos_source
 from connectors.lint.context import LintContext, Setting
 from connectors.lint.findings import Finding
 from connectors.lint.rule import RuleMeta
@@ -62,6 +74,14 @@ _LOUD = {"java": "none", "librdkafka": "error"}
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
+    rejected = ctx.rejected_source_option("auto.offset.reset")
+    if rejected is not None:
+        yield RULE.finding(
+            f"{rejected}: {kafka_eos_source.NAME} refuses this option and does not start"
+            " (it forces auto.offset.reset=error, so a missing offset never silently skips)",
+            settings=(rejected,),
+            fix=f"remove {rejected.key}: {kafka_eos_source.REJECTED['auto.offset.reset']}",
+        )
     if ctx.source is not None:
         reset = ctx.source.get("auto.offset.reset")
         if reset.value.strip().lower() in _SKIPPING:

@@ -25,7 +25,10 @@ Size-based retention (`retention.bytes`) can delete even sooner and is not check
 ## Needs
 
 Source topic names (Spark `subscribe`/`assign`, `source_topics`, `--source-topic`) and
-their config: `--bootstrap-servers`, or `cluster.topics` in the pipeline file.
+their config: `--bootstrap-servers`, or `cluster.topics` in the pipeline file. A named
+topic the live cluster does not have is reported as an **info** finding naming the
+topic, since its retention could not be checked (exit code unchanged, even with
+`--strict`).
 
 ## Examples
 
@@ -54,7 +57,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from connectors.lint.context import LintContext
+from connectors.lint.context import LintContext, Setting
 from connectors.lint.findings import Finding
 from connectors.lint.inputs import format_duration
 from connectors.lint.rule import RuleMeta
@@ -67,6 +70,15 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     for name in ctx.input.source_topic_names():
         topic = ctx.topic(name)
         if topic is None:
+            if ctx.topic_missing(name):
+                yield RULE.finding(
+                    f"source topic {name} does not exist on the cluster, so its retention was"
+                    " not checked",
+                    settings=(Setting("cluster", "topic", name),),
+                    fix=f"check the topic name, or create {name} before the job runs and"
+                    " lint again",
+                    severity="info",
+                )
             continue
         retention = topic.get("retention.ms")
         if retention.ms() < 0 or retention.ms() >= age:

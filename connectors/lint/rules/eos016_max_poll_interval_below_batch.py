@@ -6,6 +6,9 @@ The source consumer joins a group (Spark `subscribe`/`subscribePattern`, or a
 `group.id` without `assign`) and its `max.poll.interval.ms` is below the longest gap
 between two polls: max(trigger interval, max batch duration).
 
+The kafka-eos source (a pipeline file's `source:` section) never joins a group: it
+assigns the partitions of a `subscribe` itself, so this rule does not apply to it.
+
 ## Why
 
 A group member that does not poll for `max.poll.interval.ms` is considered dead: it
@@ -25,8 +28,8 @@ with `assign` instead of a group subscription.
 
 ## Needs
 
-A source consumer config of a subscribing consumer. Timing from `--trigger-interval` and
-`--max-batch-duration` (defaults 10s and 1m).
+A source consumer config of a subscribing consumer (not the kafka-eos source). Timing
+from `--trigger-interval` and `--max-batch-duration` (defaults 10s and 1m).
 
 ## Examples
 

@@ -1,6 +1,6 @@
 """EOS011: output topics that can lose committed records."""
 
-from connectors.lint import ClusterFacts, TopicFacts
+from connectors.lint import ClusterFacts, TopicFacts, build_report
 
 
 def cluster(**topics: TopicFacts) -> ClusterFacts:
@@ -44,3 +44,12 @@ def test_options(lint):
     options = {"EOS011": {"min_replication_factor": 1, "min_insync_replicas": 1}}
     facts = cluster(out=TopicFacts(1))
     assert lint("EOS011", output_topics=("out",), cluster=facts, rule_options=options) == []
+
+
+def test_topic_missing_on_the_live_cluster_is_an_info_finding(lint, validate):
+    facts = ClusterFacts(missing_topics=frozenset({"out"}))
+    [finding] = lint("EOS011", output_topics=("out", "other"), cluster=facts)
+    assert finding.severity == "info"
+    assert finding.message.startswith("output topic out does not exist on the cluster")
+    assert finding.values == {"topic": "out"}
+    assert validate(build_report([finding], ["EOS011"], "librdkafka")) == []

@@ -33,3 +33,14 @@ def test_downstream_consumer_with_its_own_client(lint):
 
 def test_no_consumers_do_not_fire(lint):
     assert lint("EOS012", client="java") == []
+
+
+def test_kafka_eos_source_reads_through_librdkafka_whatever_the_client(lint):
+    assert lint("EOS012", client="java", consumer={}, kafka_eos_source=True) == []
+    [finding] = lint(
+        "EOS012",
+        client="java",
+        consumer={"isolation.level": "read_uncommitted"},
+        kafka_eos_source=True,
+    )
+    assert "source consumer isolation.level=read_uncommitted" in finding.message

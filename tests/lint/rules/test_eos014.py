@@ -31,3 +31,21 @@ def test_spark_option_name_is_case_insensitive(lint):
 
 def test_spark_fail_on_data_loss_true_passes(lint):
     assert lint("EOS014", source_options={"failOnDataLoss": "true"}) == []
+
+
+@pytest.mark.parametrize("client", ["java", "librdkafka"])
+def test_kafka_eos_source_forces_a_loud_reset(lint, client):
+    assert lint("EOS014", client=client, consumer={}, kafka_eos_source=True) == []
+
+
+def test_kafka_eos_source_option_it_refuses_is_reported_with_removal_as_the_fix(lint):
+    [finding] = lint(
+        "EOS014",
+        consumer={},
+        source_options={"kafka.auto.offset.reset": "latest"},
+        kafka_eos_source=True,
+    )
+    assert "source option kafka.auto.offset.reset=latest" in finding.message
+    assert finding.fix.startswith("remove kafka.auto.offset.reset")
+    assert "startingOffsets" in finding.fix
+    assert "set auto.offset.reset" not in finding.fix

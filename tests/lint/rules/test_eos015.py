@@ -55,3 +55,11 @@ def test_default_retention_covers_default_checkpoint_age(lint):
 
 def test_undescribed_topic_does_not_fire(lint):
     assert lint("EOS015", source_topics=("orders",), timing=WEEK) == []
+
+
+def test_topic_missing_on_the_live_cluster_is_an_info_finding(lint):
+    facts = ClusterFacts(missing_topics=frozenset({"orders"}))
+    [finding] = lint("EOS015", source_options={"subscribe": "orders"}, cluster=facts)
+    assert finding.severity == "info"
+    assert finding.message.startswith("source topic orders does not exist on the cluster")
+    assert finding.values == {"topic": "orders"}

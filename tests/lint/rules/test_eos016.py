@@ -32,3 +32,17 @@ def test_long_enough_interval_passes(lint):
 
 def test_default_timing_passes(lint):
     assert lint("EOS016", consumer={"group.id": "g"}) == []
+
+
+def test_kafka_eos_source_assigns_even_for_subscribe(lint):
+    # It joins no group, so max.poll.interval.ms cannot expel it.
+    assert (
+        lint(
+            "EOS016",
+            consumer={"group.id": "lag"},
+            source_options={"subscribe": "orders"},
+            kafka_eos_source=True,
+            timing=LONG_BATCHES,
+        )
+        == []
+    )

@@ -1,0 +1,55 @@
+"""The kafka-eos source as the linter sees it stays in step with the source itself."""
+
+import pytest
+
+from connectors.kafka.source_client import consumer_config, librdkafka_config
+from connectors.kafka.source_errors import SourceOptionError
+from connectors.kafka.source_options import SourceOptions, parse_options
+from connectors.lint import LintInput, kafka_eos_source
+from connectors.lint.context import LintContext
+
+OPTIONS = {"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"}
+
+
+def source_options() -> SourceOptions:
+    return parse_options(OPTIONS, streaming=True)
+
+
+@pytest.mark.parametrize(("key", "value"), kafka_eos_source.FORCED.items())
+def test_forced_values_are_what_the_source_sets(key, value):
+    config = consumer_config(source_options(), "g")
+    assert str(config[key]).lower() == value
+
+
+@pytest.mark.parametrize("key", kafka_eos_source.REJECTED)
+def test_rejected_options_are_what_the_source_refuses(key):
+    with pytest.raises(SourceOptionError, match=f"kafka.{key}"):
+        librdkafka_config({**OPTIONS, f"kafka.{key}": "x"})
+
+
+def test_every_forced_key_is_refused_as_an_option():
+    assert set(kafka_eos_source.FORCED) == set(kafka_eos_source.REJECTED)
+
+
+def test_the_source_reads_through_librdkafka_with_its_default_isolation():
+    assert kafka_eos_source.CLIENT == "librdkafka"
+    assert source_options().isolation_level == "read_committed"
+
+
+def test_context_applies_the_forced_settings_over_the_consumer_config():
+    lint_input = LintInput(
+        client="java", consumer={"enable.auto.commit": "true"}, kafka_eos_source=True
+    )
+    source = LintContext.from_input(lint_input).source
+    assert source is not None and source.client == "librdkafka"
+    assert str(source.get("enable.auto.commit")) == (
+        "source consumer enable.auto.commit=false (forced by the kafka-eos source)"
+    )
+    assert source.get("auto.offset.reset").value == "error"
+    assert source.get("isolation.level").value == "read_committed"
+
+
+def test_a_plain_consumer_keeps_its_client_and_defaults():
+    source = LintContext.from_input(LintInput(client="java", consumer={})).source
+    assert source is not None and source.client == "java" and not source.forced
+    assert source.get("enable.auto.commit").value == "true"
