@@ -9,6 +9,10 @@ offsets but yield no rows, so a batch never has more rows than its budget.
 {('t', 0): 9, ('t', 1): 1}
 >>> rate_limit({("t", 0): 0, ("t", 1): 0}, {("t", 0): 10**6, ("t", 1): 10}, 100)
 {('t', 0): 99, ('t', 1): 1}
+>>> pin_latest({("t", 0): -1, ("t", 1): 7}, {("t", 0): 500, ("t", 1): 90})
+{('t', 0): 500, ('t', 1): 7}
+>>> available_now_end({("t", 0): 60}, {("t", 0): 50, ("t", 1): 5}, {("t", 0): 70, ("t", 1): 9})
+{('t', 0): 60, ('t', 1): 5}
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import time
 from collections.abc import Mapping
 
 from checkpoint.deadline import Clock
-from connectors.kafka.offsets import PartitionKey, PartitionOffsets
+from connectors.kafka.offsets import LATEST, PartitionKey, PartitionOffsets
 
 
 def backlog(
@@ -60,6 +64,45 @@ def rate_limit(
     return {
         key: start.get(key, 0) + grant[key] if key in grant else end for key, end in latest.items()
     }
+
+
+def pin_latest(
+    start: Mapping[PartitionKey, int], latest: Mapping[PartitionKey, int]
+) -> PartitionOffsets:
+    """Batch 0's end when its start holds -1 ("latest", not pinned yet): the concrete latest
+    offset for those partitions, the start for the others, so that nothing is admitted.
+
+    Batch 0 then exists only to write the pinned start to Spark's offset log: its replay after
+    a crash, and batch 1, start there, whatever "latest" is by then. A -1 partition missing
+    from ``latest`` is gone; nothing was to be read from it.
+    """
+    return {
+        key: latest[key] if offset == LATEST else offset
+        for key, offset in start.items()
+        if offset != LATEST or key in latest
+    }
+
+
+def available_now_end(
+    start: Mapping[PartitionKey, int],
+    target: Mapping[PartitionKey, int],
+    latest: Mapping[PartitionKey, int],
+) -> PartitionOffsets:
+    """The end of a ``Trigger.AvailableNow`` batch: ``target`` (the latest offsets when the
+    run began), but never below ``start``, over the partitions of both.
+
+    A record or partition that appeared between fixing the target and pinning the start would
+    otherwise give an end below the start (a false data loss) or a partition reported gone.
+    Only ``latest`` (now) tells a real loss: a partition absent from it is gone, and one whose
+    latest offset is below the start went back; both keep that answer so that it is reported.
+    """
+    end: PartitionOffsets = {}
+    for key in sorted(start.keys() | target.keys()):
+        if key not in latest:
+            continue
+        first = start.get(key, 0)
+        end[key] = latest[key] if latest[key] < first else max(first, target.get(key, 0))
+    return end
 
 
 class TriggerDelay:

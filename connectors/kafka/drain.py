@@ -14,13 +14,9 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
+from connectors.kafka.source_client import is_transient
+
 _POLL_S = 0.5
-_LEADERSHIP_MOVING = {
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError._TRANSPORT,
-    KafkaError._ALL_BROKERS_DOWN,
-}
 
 
 @dataclass(frozen=True)
@@ -60,8 +56,11 @@ def drain(
             raise KafkaException(metadata.error)
         partitions = sorted(metadata.partitions)
         deadline = time.monotonic() + timeout_s
-        ends = {p: _end_offset(consumer, TopicPartition(topic, p), deadline) for p in partitions}
-        pending = {p for p in partitions if ends[p] > 0}
+        marks = {p: _watermarks(consumer, TopicPartition(topic, p), deadline) for p in partitions}
+        ends = {p: high for p, (_, high) in marks.items()}
+        # A partition whose records were all deleted (log start == end) delivers nothing and
+        # its position never moves: waiting for it would end in a false TimeoutError.
+        pending = {p for p, (low, high) in marks.items() if low < high}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
         records: list[DrainedRecord] = []
         while pending:
@@ -75,7 +74,8 @@ def drain(
             for message in consumer.consume(num_messages=10_000, timeout=_POLL_S):
                 error = message.error()
                 if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
+                    # A broker briefly away is not the end; the deadline bounds the wait.
+                    if error.code() == KafkaError._PARTITION_EOF or is_transient(error):
                         continue
                     raise KafkaException(error)
                 partition, offset = message.partition(), message.offset()
@@ -99,16 +99,14 @@ def drain(
         consumer.close()
 
 
-def _end_offset(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
-    """The partition's end for this isolation level; retried while leadership moves (a broker
-    restarting or failing over answers "not leader" for a moment)."""
+def _watermarks(consumer: Consumer, partition: TopicPartition, deadline: float) -> tuple[int, int]:
+    """The partition's log start and its end for this isolation level; retried while a broker
+    is briefly away (one restarting or failing over answers "not leader" for a moment)."""
     while True:
         try:
             left = max(deadline - time.monotonic(), 0.001)
-            return consumer.get_watermark_offsets(partition, timeout=left, cached=False)[1]
+            return consumer.get_watermark_offsets(partition, timeout=left, cached=False)
         except KafkaException as exc:
-            error = exc.args[0]
-            moving = error.retriable() or error.code() in _LEADERSHIP_MOVING
-            if not moving or time.monotonic() >= deadline:
+            if not is_transient(exc.args[0]) or time.monotonic() >= deadline:
                 raise
             time.sleep(_POLL_S)

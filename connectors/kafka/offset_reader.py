@@ -6,8 +6,8 @@ earliest and -1 latest). The consumer has the query's ``isolation.level``, so un
 ``read_committed`` "latest" is the partition's **last stable offset**: every offset below it
 is decided (committed, aborted or a marker), and executors can always read up to it.
 
-Every call is bounded by ``kafka.default.api.timeout.ms``; retriable errors are retried until
-then, other errors fail at once.
+Every call is bounded by ``kafka.default.api.timeout.ms``; retriable errors, also those of
+single topics and partitions in an answer, are retried until then; other errors fail at once.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import TopicMetadata
 
 from checkpoint.deadline import Deadline, call_with_retries
 from connectors.kafka.offsets import EARLIEST, LATEST, PartitionKey, PartitionOffsets, describe
-from connectors.kafka.source_client import is_transient, open_consumer
+from connectors.kafka.source_client import UNKNOWN_PARTITION, is_transient, open_consumer
 from connectors.kafka.source_errors import KafkaSourceError, SourceOptionError
 from connectors.kafka.source_options import OffsetBound, SourceOptions
 
@@ -28,6 +29,23 @@ _log = logging.getLogger(__name__)
 # Java's consumer leaves internal topics out of pattern subscriptions (exclude.internal.topics).
 _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _POLL_S = 0.1
+# Errors of one partition in a ListOffsets answer that a later attempt overcomes: leadership
+# or leader epochs moving, an offset not available just after a leader election, a slow
+# broker, partition metadata not caught up yet. librdkafka retries some of them itself, a few
+# times at most, and returns OFFSET_NOT_AVAILABLE and NOT_LEADER at once.
+_RETRIABLE_PARTITION_ERRORS = frozenset(
+    {
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.KAFKA_STORAGE_ERROR,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
 T = TypeVar("T")
 
 
@@ -61,20 +79,46 @@ class KafkaOffsetReader:
             consumer.close()
 
     def partitions(self) -> list[PartitionKey]:
-        """The partitions the subscription covers now, sorted; missing topics have none."""
+        """The partitions the subscription covers now, sorted; missing topics have none.
+
+        A topic with a transient error is asked again within the deadline, never taken for
+        deleted: with ``failOnDataLoss=false`` a partition taken for deleted is dropped, then
+        found again and re-read from offset 0, which duplicates it. A topic the query may not
+        describe fails at once.
+        """
         subscription = self._options.subscription
-        metadata = self._call("list topics", lambda d: self._client().list_topics(timeout=d))
-        found = {
-            (name, p)
-            for name, topic in metadata.topics.items()
-            if topic.error is None
-            for p in topic.partitions
-        }
+
+        def lookup(remaining: float) -> set[PartitionKey]:
+            found: set[PartitionKey] = set()
+            for name, topic in self._topics(remaining).items():
+                if topic.error is None:
+                    found.update((name, p) for p in topic.partitions)
+                elif topic.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    raise _not_authorized(name, self._options)
+                elif topic.error.code() not in UNKNOWN_PARTITION:
+                    raise KafkaException(topic.error)  # retried if transient
+            return found
+
+        found = self._call("list topics", lookup)
         if subscription.kind == "assign":
             return sorted(found & set(subscription.partitions))
         return sorted(
             key for key in found if key[0] not in _INTERNAL_TOPICS and subscription.matches(key[0])
         )
+
+    def _topics(self, remaining: float) -> dict[str, TopicMetadata]:
+        """Metadata of the subscribed topics: named topics one by one, so that the broker
+        answers "not authorized" instead of leaving them out of a listing of all topics."""
+        subscription, client = self._options.subscription, self._client()
+        if subscription.kind == "subscribePattern":
+            return client.list_topics(timeout=remaining).topics
+        names = subscription.topics or sorted({topic for topic, _ in subscription.partitions})
+        topics = {}
+        for name in names:
+            topic = client.list_topics(name, timeout=remaining).topics.get(name)
+            if topic is not None:
+                topics[name] = topic
+        return topics
 
     def latest(self, keys: Iterable[PartitionKey]) -> PartitionOffsets:
         """The end per partition: the last stable offset under ``read_committed``, else the
@@ -97,16 +141,24 @@ class KafkaOffsetReader:
 
         return self._call("list offsets", lookup)
 
-    def resolve(self, bound: OffsetBound, keys: list[PartitionKey]) -> PartitionOffsets:
-        """Concrete offsets for a starting or ending option, per partition of ``keys``.
+    def resolve(
+        self, bound: OffsetBound, keys: list[PartitionKey], *, keep_latest: bool = False
+    ) -> PartitionOffsets:
+        """Offsets for a starting or ending option, per partition of ``keys``.
 
         Specific offsets and per-partition timestamps must name every partition, as in Spark:
         a partition left out would otherwise start somewhere the user did not choose.
+        ``keep_latest`` leaves "latest" as -1 for the stream reader to pin in batch 0: a
+        concrete latest found here would be lost with the driver's memory.
         """
+
+        def latest(found: Iterable[PartitionKey]) -> PartitionOffsets:
+            return dict.fromkeys(found, LATEST) if keep_latest else self.latest(found)
+
         if bound.kind == "earliest":
             return self.list_offsets(dict.fromkeys(keys, EARLIEST))
         if bound.kind == "latest":
-            return self.latest(keys)
+            return latest(keys)
         if bound.kind in ("offsets", "timestamps") and set(bound.offsets) != set(keys):
             raise SourceOptionError(
                 bound.option,
@@ -116,8 +168,9 @@ class KafkaOffsetReader:
                 f"{_render(set(bound.offsets) - set(keys))}",
             )
         if bound.kind == "offsets":
-            specials = {k: o for k, o in bound.offsets.items() if o in (EARLIEST, LATEST)}
-            return {**bound.offsets, **self.list_offsets(specials)}
+            earliest = {k: o for k, o in bound.offsets.items() if o == EARLIEST}
+            latest_keys = [k for k, o in bound.offsets.items() if o == LATEST]
+            return {**bound.offsets, **self.list_offsets(earliest), **latest(latest_keys)}
         stamps = (
             bound.offsets if bound.kind == "timestamps" else dict.fromkeys(keys, bound.timestamp)
         )
@@ -134,7 +187,7 @@ class KafkaOffsetReader:
             )
         # Spark's rule: a partition with no record at or after the timestamp ends (or, with
         # the "latest" strategy, starts) at its latest offset.
-        return {**found, **self.latest(unmatched)}
+        return {**found, **latest(unmatched)}
 
     def commit(self, offsets: PartitionOffsets) -> None:
         """Commit a completed batch's end to ``kafka.group.id`` so that lag monitors see it.
@@ -189,7 +242,20 @@ class KafkaOffsetReader:
 
 
 def _retriable(exc: BaseException) -> bool:
-    return isinstance(exc, KafkaException) and is_transient(exc.args[0])
+    if not isinstance(exc, KafkaException):
+        return False
+    error = exc.args[0]
+    return is_transient(error) or error.code() in _RETRIABLE_PARTITION_ERRORS
+
+
+def _not_authorized(topic: str, options: SourceOptions) -> KafkaSourceError:
+    option = options.subscription.kind
+    return KafkaSourceError(
+        f"kafka-eos source: topic {topic} (source option {option}) is not readable at "
+        f"{options.bootstrap_servers}: TOPIC_AUTHORIZATION_FAILED. Grant the query's principal "
+        f"the Describe and Read ACLs on the topic (kafka-acls.sh --add --allow-principal ... "
+        f"--operation Describe --operation Read --topic {topic}), or stop subscribing to it"
+    )
 
 
 def _render(keys: Iterable[PartitionKey] | Mapping[PartitionKey, int]) -> str:

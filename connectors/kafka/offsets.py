@@ -55,8 +55,12 @@ def to_json_dict(offsets: Mapping[PartitionKey, int]) -> dict[str, dict[str, int
     return result
 
 
-def from_json_dict(data: object, *, what: str) -> PartitionOffsets:
-    """Read an offset written by :func:`to_json_dict`; ``what`` says where it came from."""
+def from_json_dict(data: object, *, what: str, symbolic: bool = False) -> PartitionOffsets:
+    """Read an offset written by :func:`to_json_dict`; ``what`` says where it came from.
+
+    ``symbolic`` admits -1 (:data:`LATEST`): a start from ``initialOffset`` whose "latest" is
+    not pinned yet. Ends in Spark's offset log are always concrete.
+    """
     if not isinstance(data, dict):
         raise FormatError(f"{what}: expected a JSON object of topics, got {data!r}")
     offsets: PartitionOffsets = {}
@@ -72,7 +76,7 @@ def from_json_dict(data: object, *, what: str) -> PartitionOffsets:
         for partition, offset in partitions.items():
             if not (isinstance(partition, str) and partition.isdigit()):
                 raise FormatError(f"{what}: partition {partition!r} of {topic!r} is not a number")
-            if type(offset) is not int or offset < 0:
+            if type(offset) is not int or not (offset >= 0 or (symbolic and offset == LATEST)):
                 raise FormatError(f"{what}: offset {offset!r} of {topic}-{partition} is invalid")
             offsets[(topic, int(partition))] = offset
     return offsets

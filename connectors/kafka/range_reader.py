@@ -11,7 +11,11 @@ How a range ``[start, end)`` is read:
    ``end - 1`` arrives: under ``read_committed`` the last offsets of a range may be aborted
    records or transaction markers, which are never delivered. Waiting for them would hang the
    task until the poll timeout.
-4. Fail if the position makes no progress for ``kafkaConsumer.pollTimeoutMs``.
+4. Fail if the position makes no progress for ``kafkaConsumer.pollTimeoutMs``; every few
+   seconds without progress, check whether the topic was deleted (data loss).
+
+Offsets that are gone ("offset out of range", or the topic deleted while the range is read)
+are data loss, reported as ``failOnDataLoss`` says; offsets that still exist are retried.
 """
 
 from __future__ import annotations
@@ -25,13 +29,19 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from checkpoint.deadline import Deadline
 from connectors.kafka.offsets import describe
 from connectors.kafka.ranges import OffsetRange
-from connectors.kafka.source_client import is_transient, open_consumer
+from connectors.kafka.source_client import (
+    UNKNOWN_PARTITION,
+    is_transient,
+    open_consumer,
+    topic_gone,
+)
 from connectors.kafka.source_errors import KafkaSourceError, report_data_loss
 from connectors.kafka.source_options import SourceOptions
 
 _CONSUME_MAX = 10_000
 _BATCH_ROWS = 10_000
 _POLL_S = 0.1
+_GONE_CHECK_S = 5.0
 
 
 def read_range(
@@ -67,6 +77,7 @@ class _RangeRead:
         # Step 1
         self._consumer.assign([TopicPartition(self._range.topic, self._range.partition, position)])
         stalled = Deadline(self._options.poll_timeout_s)
+        check_gone = Deadline(_GONE_CHECK_S)
         while position < end:
             before = position
             # Step 2: ask for no more than the offsets left, so that consume returns as soon as
@@ -78,8 +89,14 @@ class _RangeRead:
                     if message.offset() >= end:
                         break
                     self._columns.add(message)
+                    # Kept current record by record: a loss reported later in this batch must
+                    # not claim records already read.
+                    position = message.offset() + 1
                 elif error.code() == KafkaError._AUTO_OFFSET_RESET:
                     position = self._skip_lost(position)
+                    break
+                elif error.code() in UNKNOWN_PARTITION:
+                    position = self._skip_deleted(position)
                     break
                 elif not is_transient(error):
                     raise KafkaSourceError(f"reading {describe(self._range.key)} failed: {error}")
@@ -91,7 +108,15 @@ class _RangeRead:
             position = max(position, self._consumer.position([self._tp])[0].offset)
             if position > before:
                 stalled = Deadline(self._options.poll_timeout_s)
-            elif stalled.expired():  # Step 4
+                check_gone = Deadline(_GONE_CHECK_S)
+                continue
+            if check_gone.expired() or stalled.expired():
+                # librdkafka reports no error for an assigned partition whose topic was
+                # deleted: the consumer just stalls. A range ends below the last stable
+                # offset, so a stall of seconds is worth a metadata lookup.
+                position = self._skip_deleted(position)
+                check_gone = Deadline(_GONE_CHECK_S)
+            if position < end and stalled.expired():  # Step 4
                 raise KafkaSourceError(
                     f"reading {describe(self._range.key)} offsets [{self._range.start}, {end}) "
                     f"made no progress at offset {position} for kafkaConsumer.pollTimeoutMs="
@@ -104,33 +129,51 @@ class _RangeRead:
     def _skip_lost(self, position: int) -> int:
         """After "offset out of range": report the loss; return where to go on (``end``: stop).
 
-        The records at ``position`` were deleted (retention, ``delete_records``) or the log
-        was truncated or recreated below it.
+        Below the log start, the records were deleted (retention, ``delete_records``); at or
+        beyond the log end, the log was truncated or recreated. Inside ``[low, high)`` the
+        records still exist (a leader change can answer "out of range" for a moment): retry
+        there, bounded by the stall deadline.
         """
         low, high = self._consumer.get_watermark_offsets(
             self._tp, timeout=self._options.api_timeout_s, cached=False
         )
-        where = describe(self._range.key)
+        end, where = self._range.end, describe(self._range.key)
         if position < low:
             report_data_loss(
-                f"offsets [{position}, {min(low, self._range.end)}) of {where} are no longer "
-                f"available (its log now starts at {low})",
+                f"offsets [{position}, {min(low, end)}) of {where} are no longer available "
+                f"(its log now starts at {low})",
                 fail=self._options.fail_on_data_loss,
             )
             resume = low
-        else:
+        elif position >= high:
             report_data_loss(
-                f"offset {position} of {where} is beyond its log end {high} (the topic was "
-                "recreated or its log truncated)",
+                f"offsets [{position}, {end}) of {where} are beyond its log end {high} (the "
+                "topic was recreated or its log truncated)",
                 fail=self._options.fail_on_data_loss,
             )
-            resume = self._range.end
-        if resume < self._range.end:
+            resume = end
+        else:
+            resume = position
+        if resume < end:
             # seek() refuses a partition in this error state; a new assignment resets it.
             self._consumer.assign(
                 [TopicPartition(self._range.topic, self._range.partition, resume)]
             )
         return resume
+
+    def _skip_deleted(self, position: int) -> int:
+        """After "unknown topic or partition": once confirmed, the rest of the range is lost.
+
+        Retrying would fail every restart the same way, whatever ``failOnDataLoss`` says.
+        """
+        if not topic_gone(self._consumer, *self._range.key):
+            return position  # not confirmed: keep reading, bounded by the stall deadline
+        report_data_loss(
+            f"{describe(self._range.key)} is gone (its topic was deleted) while offsets "
+            f"[{position}, {self._range.end}) were to be read",
+            fail=self._options.fail_on_data_loss,
+        )
+        return self._range.end
 
 
 class _Columns:

@@ -12,11 +12,13 @@ each with what to use instead.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
+from checkpoint.deadline import Deadline
 from connectors.kafka.source_errors import SourceOptionError
 
 if TYPE_CHECKING:
@@ -61,9 +63,16 @@ _TRANSIENT = frozenset(
         KafkaError._ALL_BROKERS_DOWN,
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
     }
 )
+# "Unknown topic or partition": gone, or not known yet to the broker that answered. Neither
+# kind by itself: a caller decides, e.g. with topic_gone.
+UNKNOWN_PARTITION = frozenset(
+    {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+)
+# How long "unknown" must persist before a partition that existed counts as deleted.
+_GONE_CONFIRM_S = 2.0
+_GONE_POLL_S = 0.5
 # Read by the source itself (SourceOptions fields), not passed on to librdkafka.
 _SOURCE_KEYS = frozenset(
     {"bootstrap.servers", "group.id", "isolation.level", "default.api.timeout.ms"}
@@ -123,3 +132,30 @@ def open_consumer(options: SourceOptions, group_id: str, **callbacks: object) ->
 def is_transient(error: KafkaError) -> bool:
     """Whether waiting can overcome ``error``: no leader yet, a broker briefly unreachable."""
     return not error.fatal() and (error.retriable() or error.code() in _TRANSIENT)
+
+
+def topic_gone(consumer: Consumer, topic: str, partition: int) -> bool:
+    """Whether the partition is really deleted: every metadata answer for about two seconds
+    says it does not exist. A broker that has not caught up, or one restarting, answers
+    "unknown" for a moment; an unreachable broker proves nothing, so it counts as not gone.
+    """
+    deadline = Deadline(_GONE_CONFIRM_S)
+    answers = 0
+    while True:
+        try:
+            metadata = consumer.list_topics(topic, timeout=max(deadline.remaining(), _GONE_POLL_S))
+        except KafkaException:
+            return False
+        found = metadata.topics.get(topic)
+        if found is not None and found.error is None and partition in found.partitions:
+            return False
+        if (
+            found is not None
+            and found.error is not None
+            and (found.error.code() not in UNKNOWN_PARTITION)
+        ):
+            return False
+        answers += 1
+        if deadline.expired() and answers >= 2:
+            return True
+        time.sleep(deadline.bound(_GONE_POLL_S))

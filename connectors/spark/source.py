@@ -49,9 +49,16 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from connectors.kafka.admission import TriggerDelay, backlog, rate_limit
+from connectors.kafka.admission import (
+    TriggerDelay,
+    available_now_end,
+    backlog,
+    pin_latest,
+    rate_limit,
+)
 from connectors.kafka.offset_reader import KafkaOffsetReader
 from connectors.kafka.offsets import (
+    LATEST,
     PartitionKey,
     PartitionOffsets,
     describe,
@@ -155,19 +162,35 @@ class KafkaBatchReader(_KafkaRead, DataSourceReader):
 
 
 class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """``spark.readStream.format("kafka-eos")``: the offset in Spark's log is the snapshot."""
+    """``spark.readStream.format("kafka-eos")``: the offset in Spark's log is the snapshot.
+
+    How the start is made durable (a Python reader never sees the checkpoint, so it cannot
+    keep its initial offsets there as Spark's Kafka source does):
+
+    1. ``initialOffset`` resolves the starting option once per process and caches it, but
+       keeps "latest" as -1: Spark asks again on every trigger until batch 0 is planned, and
+       again when it replays batch 0 after a restart.
+    2. The first ``latestOffset`` pins every -1 to the latest offset and admits nothing: batch
+       0 reads nothing and only writes the pinned start to Spark's offset log.
+    3. ``partitions`` of a start holding -1 plans nothing, so a replay of batch 0 reads the same
+       (empty) range however "latest" moved; batch 1 starts at the pinned offsets.
+    """
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         super().__init__(options, schema, streaming=True)
         self._kafka = KafkaOffsetReader(self._options, self._driver_group)
         low, delay = self._options.min_offsets_per_trigger, self._options.max_trigger_delay_s
         self._delay = TriggerDelay(low, delay) if low is not None else None
+        self._initial: PartitionOffsets | None = None  # Step 1: stable within this process
         self._target: PartitionOffsets | None = None  # the end of Trigger.AvailableNow
         self._latest: PartitionOffsets | None = None
 
     def initialOffset(self) -> dict:
-        keys = _partitions_to_start(self._kafka, self._options)
-        return to_json_dict(self._kafka.resolve(self._options.starting, keys))
+        # Step 1
+        if self._initial is None:
+            keys = _partitions_to_start(self._kafka, self._options)
+            self._initial = self._kafka.resolve(self._options.starting, keys, keep_latest=True)
+        return to_json_dict(self._initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self._options.max_offsets_per_trigger is not None:
@@ -188,12 +211,17 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         composite limit, so ``minOffsetsPerTrigger`` is applied from the options here, and it
         is ignored under ``Trigger.AvailableNow``, where waiting for more data would never end.
         """
-        begin = from_json_dict(start, what="the start offset Spark passed to latestOffset")
-        if self._target is not None:
-            latest = self._target
-        else:
-            latest = self._kafka.latest(self._kafka.partitions())
+        begin = from_json_dict(
+            start, what="the start offset Spark passed to latestOffset", symbolic=True
+        )
+        latest = self._kafka.latest(self._kafka.partitions())
         self._latest = latest
+        if LATEST in begin.values():
+            # Step 2: pinning cannot wait for minOffsetsPerTrigger. Under AvailableNow "latest"
+            # is the end fixed when the run began, so later records go to the next run.
+            return to_json_dict(pin_latest(begin, {**latest, **(self._target or {})}))
+        if self._target is not None:
+            latest = available_now_end(begin, self._target, latest)
         if isinstance(limit, ReadAllAvailable):
             return to_json_dict(latest)
         delay = self._delay if self._target is None else None
@@ -208,9 +236,11 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         return to_json_dict(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
+        begin = from_json_dict(start, what="the batch start in Spark's offset log", symbolic=True)
+        if LATEST in begin.values():
+            return []  # Step 3: batch 0, which only pins the start
         ranges, lost = plan_ranges(
-            from_json_dict(start, what="the batch start in Spark's offset log"),
-            from_json_dict(end, what="the batch end in Spark's offset log"),
+            begin, from_json_dict(end, what="the batch end in Spark's offset log")
         )
         for detail in lost:
             report_data_loss(detail, fail=self._options.fail_on_data_loss)

@@ -74,4 +74,6 @@ def test_transient_errors() -> None:
     assert is_transient(KafkaError(KafkaError._TRANSPORT))
     assert is_transient(KafkaError(KafkaError.LEADER_NOT_AVAILABLE))
     assert not is_transient(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    # Gone or not known yet: the caller decides (range_reader confirms, then data loss).
+    assert not is_transient(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
     assert not is_transient(KafkaError(KafkaError._TRANSPORT, fatal=True))

@@ -58,3 +58,11 @@ def test_assign_json() -> None:
     for bad in ('{"t": []}', '{"t": [-1]}', "[]", '{"t": ["0"]}', '{"": [0]}'):
         with pytest.raises(SourceOptionError, match="assign="):
             parse_assign(bad)
+
+
+def test_only_a_start_from_initial_offset_may_hold_symbolic_latest() -> None:
+    assert from_json_dict({"t": {"0": -1}}, what="start", symbolic=True) == {("t", 0): -1}
+    with pytest.raises(FormatError, match="offset -1 of t-0 is invalid"):
+        from_json_dict({"t": {"0": -1}}, what="the offset log")
+    with pytest.raises(FormatError, match="offset -2 of t-0 is invalid"):
+        from_json_dict({"t": {"0": -2}}, what="start", symbolic=True)

@@ -11,6 +11,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 from connectors.kafka.offsets import PartitionKey, PartitionOffsets
 from connectors.kafka.ranges import OffsetRange
 from connectors.kafka.source_errors import DataLossError
+from connectors.kafka.source_options import OffsetBound
 from connectors.spark.source import KafkaStreamReader, source_schema
 
 OPTIONS = {"kafka.bootstrap.servers": "k:9092", "subscribe": "t", "startingoffsets": "earliest"}
@@ -22,6 +23,7 @@ class FakeKafka:
     def __init__(self, latest: PartitionOffsets) -> None:
         self.latest_offsets = latest
         self.committed: list[PartitionOffsets] = []
+        self.resolved = 0
 
     def partitions(self) -> list[PartitionKey]:
         return sorted(self.latest_offsets)
@@ -29,7 +31,12 @@ class FakeKafka:
     def latest(self, keys: list[PartitionKey]) -> PartitionOffsets:
         return {key: self.latest_offsets[key] for key in keys}
 
-    def resolve(self, bound: object, keys: list[PartitionKey]) -> PartitionOffsets:
+    def resolve(
+        self, bound: OffsetBound, keys: list[PartitionKey], *, keep_latest: bool = False
+    ) -> PartitionOffsets:
+        self.resolved += 1
+        if bound.kind == "latest":
+            return dict.fromkeys(keys, -1) if keep_latest else self.latest(keys)
         return dict.fromkeys(keys, 0)
 
     def commit(self, offsets: PartitionOffsets) -> None:
@@ -118,3 +125,73 @@ def test_commit_goes_to_the_group_only_when_one_is_set() -> None:
     monitored, fake = reader({}, **{"kafka.group.id": "lag"})
     monitored.commit({"t": {"0": 3}})
     assert fake.committed == [{("t", 0): 3}]
+
+
+def test_latest_stays_symbolic_until_batch_0_pins_it_without_reading() -> None:
+    """A start resolved anew on each call would move: records between Spark's calls, or
+    produced during a batch 0 that crashed, would be skipped or reported lost."""
+    stream, fake = reader(
+        {("t", 0): 100, ("t", 1): 40},
+        startingOffsets="latest",
+        minOffsetsPerTrigger="50",
+        maxTriggerDelay="1h",
+    )
+    initial = stream.initialOffset()
+    assert initial == {"t": {"0": -1, "1": -1}}
+    fake.latest_offsets = {("t", 0): 120, ("t", 1): 45}
+    assert stream.initialOffset() == initial
+    # Pinning admits nothing and does not wait for minOffsetsPerTrigger.
+    end = stream.latestOffset(initial, ReadMaxRows(10))
+    assert end == {"t": {"0": 120, "1": 45}}
+    assert stream.partitions(initial, end) == []
+    # The replay of batch 0 after a restart reads the same (empty) range, however far
+    # "latest" has moved by then; batch 1 starts at the pinned offsets.
+    fake.latest_offsets = {("t", 0): 500, ("t", 1): 45}
+    assert stream.partitions(initial, end) == []
+    assert [task.value for task in stream.partitions(end, {"t": {"0": 130, "1": 45}})] == [
+        OffsetRange("t", 0, 120, 130)
+    ]
+
+
+def test_pinning_keeps_concrete_starts_and_drops_gone_partitions() -> None:
+    stream, _ = reader({("t", 0): 100, ("t", 1): 40})
+    start = {"t": {"0": -1, "1": 7}, "u": {"0": -1}}  # u was deleted before batch 0
+    assert stream.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 100, "1": 7}}
+    assert stream.partitions(start, {"t": {"0": 100, "1": 7}}) == []
+
+
+def test_concrete_starting_offsets_are_resolved_once() -> None:
+    stream, fake = reader({("t", 0): 10})
+    assert stream.initialOffset() == stream.initialOffset() == {"t": {"0": 0}}
+    assert fake.resolved == 1
+
+
+def test_available_now_end_never_goes_below_the_start() -> None:
+    """Records and partitions that appear between fixing the end and pinning the start."""
+    stream, fake = reader({("t", 0): 40})
+    stream.prepareForTriggerAvailableNow()
+    fake.latest_offsets = {("t", 0): 90, ("t", 1): 9}
+    start = {"t": {"0": 60, "1": 3}}
+    end = stream.latestOffset(start, ReadAllAvailable())
+    assert end == start
+    assert stream.partitions(start, end) == []  # not "went back", not "t-1 is gone"
+    assert stream.reportLatestOffset() == {"t": {"0": 90, "1": 9}}
+
+
+def test_available_now_still_reports_a_partition_that_went_back() -> None:
+    stream, fake = reader({("t", 0): 40})
+    stream.prepareForTriggerAvailableNow()
+    fake.latest_offsets = {("t", 0): 5}  # the topic was recreated
+    end = stream.latestOffset({"t": {"0": 30}}, ReadAllAvailable())
+    assert end == {"t": {"0": 5}}
+    with pytest.raises(DataLossError, match="went back from 30 to 5"):
+        stream.partitions({"t": {"0": 30}}, end)
+
+
+def test_available_now_pins_latest_at_the_end_fixed_when_the_run_began() -> None:
+    stream, fake = reader({("t", 0): 40}, startingOffsets="latest")
+    stream.prepareForTriggerAvailableNow()
+    fake.latest_offsets = {("t", 0): 70}  # read by the next run, not skipped
+    initial = stream.initialOffset()
+    assert stream.latestOffset(initial, ReadAllAvailable()) == {"t": {"0": 40}}
+    assert stream.latestOffset({"t": {"0": 40}}, ReadAllAvailable()) == {"t": {"0": 40}}

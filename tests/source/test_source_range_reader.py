@@ -1,0 +1,172 @@
+"""An executor reading one range, against a scripted consumer: which offsets count as lost
+when Kafka answers "out of range" or "unknown topic", and which are read. No broker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+from confluent_kafka import KafkaError, TopicPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from connectors.kafka import range_reader, source_client
+from connectors.kafka.range_reader import _RangeRead
+from connectors.kafka.ranges import OffsetRange
+from connectors.kafka.source_errors import DataLossError, KafkaSourceError
+from connectors.kafka.source_options import parse_options
+from connectors.spark.source import source_schema
+
+BASE = {"kafka.bootstrap.servers": "k:9092", "subscribe": "t"}
+
+
+class FakeMessage:
+    def __init__(self, offset: int, error: KafkaError | None = None) -> None:
+        self._offset, self._error = offset, error
+
+    def error(self) -> KafkaError | None:
+        return self._error
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes:
+        return str(self._offset).encode()
+
+    def value(self) -> bytes:
+        return self.key()
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 0)
+
+    def headers(self) -> None:
+        return None
+
+
+class FakeTopic:
+    def __init__(self, partitions: Iterable[int], error: KafkaError | None = None) -> None:
+        self.partitions = dict.fromkeys(partitions)
+        self.error = error
+
+
+class FakeMetadata:
+    def __init__(self, topics: dict[str, FakeTopic]) -> None:
+        self.topics = topics
+
+
+class FakeConsumer:
+    """Hands out scripted ``consume`` answers; the position follows the records delivered."""
+
+    def __init__(
+        self,
+        answers: list[list[FakeMessage]],
+        watermarks: tuple[int, int] = (0, 100),
+        topic: FakeTopic | None = None,
+    ) -> None:
+        self.answers = answers
+        self.watermarks = watermarks
+        self.topic = topic or FakeTopic([0])
+        self.assigned: list[int] = []
+        self._position = -1001
+
+    def assign(self, parts: list[TopicPartition]) -> None:
+        self.assigned.append(parts[0].offset)
+        self._position = parts[0].offset
+
+    def consume(self, count: int, timeout: float) -> list[FakeMessage]:
+        answer = self.answers.pop(0) if self.answers else []
+        for message in answer:
+            if message.error() is None:
+                self._position = message.offset() + 1
+        return answer
+
+    def position(self, parts: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(parts[0].topic, parts[0].partition, self._position)]
+
+    def get_watermark_offsets(self, tp: TopicPartition, timeout: float, cached: bool) -> tuple:
+        return self.watermarks
+
+    def list_topics(self, topic: str, timeout: float) -> FakeMetadata:
+        return FakeMetadata({topic: self.topic})
+
+
+def records(first: int, end: int) -> list[FakeMessage]:
+    return [FakeMessage(offset) for offset in range(first, end)]
+
+
+def error(code: int) -> FakeMessage:
+    return FakeMessage(-1001, KafkaError(code))
+
+
+def read(consumer: FakeConsumer, start: int, end: int, **options: str) -> list[int]:
+    opts = {**BASE, "kafkaConsumer.pollTimeoutMs": "300", **options}
+    parsed = parse_options(opts, streaming=True)
+    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
+    read = _RangeRead(consumer, OffsetRange("t", 0, start, end), parsed, schema)  # type: ignore[arg-type]
+    return [o for batch in read.batches() for o in batch.column("offset").to_pylist()]
+
+
+@pytest.fixture(autouse=True)
+def _quick_confirmation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(source_client, "_GONE_CONFIRM_S", 0.0)
+    monkeypatch.setattr(source_client, "_GONE_POLL_S", 0.0)
+
+
+def test_a_loss_after_records_of_the_same_batch_does_not_claim_them() -> None:
+    def consumer() -> FakeConsumer:
+        answers = [[*records(0, 5), error(KafkaError._AUTO_OFFSET_RESET)], records(7, 10)]
+        return FakeConsumer(answers, watermarks=(7, 10))
+
+    with pytest.raises(DataLossError, match=r"offsets \[5, 7\) of t-0 are no longer available"):
+        read(consumer(), 0, 10)
+    assert read(consumer(), 0, 10, failOnDataLoss="false") == [0, 1, 2, 3, 4, 7, 8, 9]
+
+
+def test_out_of_range_inside_the_log_is_retried_not_skipped() -> None:
+    """A leader change can answer "out of range" for offsets that exist."""
+    answers = [[*records(0, 3), error(KafkaError._AUTO_OFFSET_RESET)], records(3, 10)]
+    consumer = FakeConsumer(answers, watermarks=(0, 10))
+    assert read(consumer, 0, 10) == list(range(10))
+    assert consumer.assigned == [0, 3]
+
+
+def test_out_of_range_beyond_the_log_end_names_the_missing_range() -> None:
+    answers = [[*records(0, 3), error(KafkaError._AUTO_OFFSET_RESET)]]
+    consumer = FakeConsumer(answers, watermarks=(0, 3))
+    with pytest.raises(DataLossError, match=r"offsets \[3, 10\) of t-0 are beyond its log end 3"):
+        read(consumer, 0, 10)
+
+
+def test_a_deleted_topic_is_data_loss_as_failOnDataLoss_says() -> None:
+    def consumer() -> FakeConsumer:
+        answers = [[*records(0, 4), error(KafkaError.UNKNOWN_TOPIC_OR_PART)]]
+        gone = FakeTopic([], KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+        return FakeConsumer(answers, topic=gone)
+
+    with pytest.raises(DataLossError, match=r"t-0 is gone .* offsets \[4, 10\)"):
+        read(consumer(), 0, 10)
+    assert read(consumer(), 0, 10, failOnDataLoss="false") == [0, 1, 2, 3]
+
+
+def test_a_deleted_topic_that_stalls_without_an_error_is_data_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """librdkafka reports nothing for an assigned partition whose topic was deleted: the
+    check must come long before kafkaConsumer.pollTimeoutMs."""
+    monkeypatch.setattr(range_reader, "_GONE_CHECK_S", 0.0)
+    gone = FakeTopic([], KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    consumer = FakeConsumer([records(0, 4)], topic=gone)
+    lenient = {"failOnDataLoss": "false", "kafkaConsumer.pollTimeoutMs": "600000"}
+    assert read(consumer, 0, 10, **lenient) == [0, 1, 2, 3]
+
+
+def test_a_stall_on_a_topic_that_exists_still_fails_after_the_poll_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(range_reader, "_GONE_CHECK_S", 0.0)
+    with pytest.raises(KafkaSourceError, match="made no progress at offset 4"):
+        read(FakeConsumer([records(0, 4)]), 0, 10)
+
+
+def test_unknown_partition_that_still_exists_is_read_on() -> None:
+    answers = [[*records(0, 4), error(KafkaError.UNKNOWN_TOPIC_OR_PART)], records(4, 10)]
+    assert read(FakeConsumer(answers), 0, 10) == list(range(10))
