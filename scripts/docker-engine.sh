@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes a Docker engine reachable, or stops the one this script started.
-#   scripts/docker-engine.sh start   install Debian's docker.io if needed, start dockerd, wait for it
+#   scripts/docker-engine.sh start   install Debian's docker.io (and docker-compose, for the compose
+#                                    files in docker/) if needed, start dockerd, wait for it
 #   scripts/docker-engine.sh stop    stop the dockerd this script started (by its recorded pid)
 # Idempotent: an engine that already answers `docker info` is used as it is and never stopped here.
 set -euo pipefail
@@ -14,21 +15,24 @@ say() { printf '[docker-engine] %s\n' "$*"; }
 
 engine_answers() { docker info >/dev/null 2>&1; }
 
+apt_install() {
+  if [ "$(id -u)" != 0 ]; then
+    say "no $1 and not root: install Debian's $1" >&2
+    return 1
+  fi
+  say "installing Debian's $1 (once per machine)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q "$1" >/dev/null
+}
+
 start() {
+  command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
   if engine_answers; then
     say "a Docker engine is reachable; using it"
     return 0
   fi
-  if ! command -v dockerd >/dev/null 2>&1; then
-    if [ "$(id -u)" != 0 ]; then
-      say "no dockerd and not root: install docker.io (Debian) or set DOCKER_HOST" >&2
-      return 1
-    fi
-    say "installing Debian's docker.io (once per machine)"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q >/dev/null
-    apt-get install -y -q docker.io >/dev/null
-  fi
+  command -v dockerd >/dev/null 2>&1 || apt_install docker.io
   mkdir -p "$state"
   if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
     say "dockerd (pid $(cat "$pidfile")) is starting; waiting"

@@ -1,0 +1,103 @@
+"""The compose files users run (``docker/compose*.yaml``) start a faithful transactional Kafka.
+
+Each file is brought up under a project name of its own on free ports, must serve a
+committed and an aborted transaction correctly to a ``read_committed`` reader, and is taken
+down with its volumes whatever happens. The three-node file must also keep serving
+transactions, and keep what was committed, while one of its nodes is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from connectors.kafka.drain import drain
+from integration_tests.conftest import create_topic
+from integration_tests.kafka_containers import docker_engine_reachable, ensure_image
+from kafka_eos.cluster import DEFAULT_KAFKA_VERSION
+from kafka_eos.cluster.base import DOCKER_KAFKA_DIR, wait_until_ready
+
+pytestmark = pytest.mark.kafka
+
+COMPOSE_DIR = DOCKER_KAFKA_DIR.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def compose_up(file: Path, ports: dict[str, int]) -> Iterator[Callable[..., None]]:
+    """``docker-compose up`` under a fresh project; yields a runner for more compose calls."""
+    if not docker_engine_reachable():
+        pytest.fail("no Docker engine reachable: run scripts/docker-engine.sh start")
+    if shutil.which("docker-compose") is None:
+        pytest.fail("no docker-compose: run scripts/docker-engine.sh start, which installs it")
+    ensure_image(DEFAULT_KAFKA_VERSION)
+    command = ["docker-compose", "-f", str(file), "-p", f"kafka-eos-{uuid.uuid4().hex[:8]}"]
+    env = {**os.environ, "KAFKA_VERSION": DEFAULT_KAFKA_VERSION}
+    env.update({name: str(port) for name, port in ports.items()})
+
+    def run(*args: str) -> None:
+        subprocess.run([*command, *args], env=env, check=True, capture_output=True, timeout=120)
+
+    try:
+        run("up", "-d")
+        yield run
+    finally:
+        run("down", "-v", "--timeout", "10")
+
+
+def _transaction(bootstrap: str, topic: str, values: list[str], *, commit: bool) -> None:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"compose-{uuid.uuid4().hex}"}
+    )
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for value in values:
+        producer.produce(topic, value=value.encode())
+    assert producer.flush(60) == 0
+    if commit:
+        producer.commit_transaction(60)
+    else:
+        producer.abort_transaction(60)
+
+
+def _committed(bootstrap: str, topic: str) -> list[str]:
+    return sorted(r.value.decode() for r in drain(bootstrap, topic, timeout_s=60))
+
+
+def test_single_node_compose_file() -> None:
+    port = _free_port()
+    with compose_up(COMPOSE_DIR / "compose.yaml", {"KAFKA_EOS_PORT": port}):
+        bootstrap = f"localhost:{port}"
+        wait_until_ready(bootstrap, nodes=1)
+        topic = create_topic(bootstrap)
+        _transaction(bootstrap, topic, ["c1", "c2"], commit=True)
+        _transaction(bootstrap, topic, ["a1"], commit=False)
+        assert _committed(bootstrap, topic) == ["c1", "c2"]
+        assert len(drain(bootstrap, topic, "read_uncommitted", timeout_s=60)) == 3
+
+
+def test_three_node_compose_file_survives_a_killed_node() -> None:
+    ports = {f"KAFKA_EOS_PORT_{i}": _free_port() for i in (1, 2, 3)}
+    with compose_up(COMPOSE_DIR / "compose-cluster.yaml", ports) as compose:
+        bootstrap = ",".join(f"localhost:{port}" for port in ports.values())
+        wait_until_ready(bootstrap, nodes=3)
+        topic = create_topic(bootstrap, partitions=3, replication=3)
+        _transaction(bootstrap, topic, ["before"], commit=True)
+        compose("kill", "kafka-2")
+        _transaction(bootstrap, topic, ["during"], commit=True)
+        _transaction(bootstrap, topic, ["aborted"], commit=False)
+        assert _committed(bootstrap, topic) == ["before", "during"]
