@@ -135,6 +135,11 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, sink: SinkOptions) -> None:
         self._sink = sink
         _startup_checks(sink)
+        # Read here, on the driver, and pickled to the tasks: executors never read the
+        # decisions, which may live where only the driver can reach them. Spark creates the
+        # writer before it runs a batch, and only a batch's own commit() can decide it, so a
+        # batch found here was decided by an earlier run: it is a replay.
+        self._decided = frozenset(self._store().checkpoint_ids())
 
     def _store(self) -> SnapshotStore:
         return SnapshotStore(self._sink.decision_location)
@@ -153,10 +158,11 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
         batch_id, partition = _batch_id_and_partition()
         assert self._sink.transactional_id_prefix is not None
         tid = transactional_id(self._sink.transactional_id_prefix, partition)
-        if self._store().contains(batch_id):
+        if batch_id in self._decided:
             # A replay of a decided batch (crash after the decision, before Spark recorded the
             # batch as done): its output is committed, or will be by commit(); writing it
-            # again would duplicate it.
+            # again would duplicate it, and its init_transactions would fence the decided
+            # transaction before commit() could commit it.
             return KafkaCommitMessage(batch_id, Committable(tid, -1, -1, 0))
         writer = ExactlyOnceWriter(
             self._sink.producer_config, self._sink.topic, tid, self._sink.flush_timeout_s
