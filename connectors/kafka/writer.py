@@ -10,6 +10,13 @@ Runs in a Spark task on an executor. One Kafka transaction per task per checkpoi
    to learn its producer id and epoch, and return them as the committable. No commit here:
    the driver commits once the whole batch succeeded.
 
+The describe alone cannot tell whose transaction it sees: if another attempt of the same task
+(a speculative copy) ran ``init_transactions`` after this one flushed, the id's open
+transaction is the other attempt's, half-written, and naming it in this attempt's committable
+would let the driver commit it while this attempt's records are aborted: a silent loss. So the
+described producer id and epoch must be this producer's own, which librdkafka reports in its
+statistics (``eos.producer_id``/``producer_epoch``).
+
 The producer is never closed: confluent-kafka's ``close()`` aborts the open transaction, which
 would drop the pre-committed batch. Dropping the object, or the worker exiting, leaves the
 transaction open for the driver (tested in ``integration_tests/sink``).
@@ -18,6 +25,7 @@ transaction open for the driver (tested in ``integration_tests/sink``).
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -25,12 +33,16 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from checkpoint.crashpoints import crash_point
+from checkpoint.deadline import Deadline
 from checkpoint.errors import ConfigError, KafkaEosError
 from checkpoint.model import Committable
 from connectors.kafka.records import KafkaRecord, records_of
 from connectors.kafka.transactions import TransactionAdmin, TxnState
 
 _QUEUE_FULL_POLL_S = 0.1
+# How often librdkafka reports the producer's id and epoch; a pre-commit waits at most this
+# long for the first report of a task that ran for less.
+_IDENTITY_INTERVAL_MS = 100
 
 
 class DeliveryFailed(KafkaEosError):
@@ -146,6 +158,20 @@ class _BaseWriter:
         raise DeliveryFailed(f"a record could not be delivered: {error.str()} ({error.name()})")
 
 
+class _ProducerIdentity:
+    """The producer id and epoch this producer holds, from librdkafka's statistics."""
+
+    def __init__(self) -> None:
+        self.producer_id_and_epoch: tuple[int, int] | None = None
+
+    def __call__(self, stats_json: str) -> None:
+        if self.producer_id_and_epoch is not None:
+            return  # fixed from init_transactions until this producer ends its transaction
+        eos = json.loads(stats_json).get("eos") or {}
+        if eos.get("idemp_state") == "Assigned" and eos.get("producer_id", -1) >= 0:
+            self.producer_id_and_epoch = (eos["producer_id"], eos["producer_epoch"])
+
+
 class ExactlyOnceWriter(_BaseWriter):
     """Exactly-once: the task's records in one transaction, pre-committed, never committed here."""
 
@@ -160,9 +186,16 @@ class ExactlyOnceWriter(_BaseWriter):
     ) -> None:
         super().__init__(producer_config, topic, timeout_s)
         self.transactional_id = transactional_id
+        self._identity = _ProducerIdentity()
 
     def _open(self) -> Producer:
-        producer = self._new_producer({"transactional.id": self.transactional_id})
+        producer = self._new_producer(
+            {
+                "transactional.id": self.transactional_id,
+                "statistics.interval.ms": _IDENTITY_INTERVAL_MS,
+                "stats_cb": self._identity,
+            }
+        )
         # Fences every older producer of this id (a zombie attempt of this task) and aborts
         # its open transaction, whose batch was never decided.
         producer.init_transactions(self._timeout_s)
@@ -180,7 +213,8 @@ class ExactlyOnceWriter(_BaseWriter):
                 return Committable(self.transactional_id, -1, -1, 0)
             crash_point("task.before_pre_commit", checkpoint_id=checkpoint_id)
             self._flush()
-            return self._describe_own_transaction()
+            own = self._own_producer_id_and_epoch()
+            return self._describe_own_transaction(own)
         except BaseException:
             # Aborting here cannot drop anything decided: the batch has no decision before
             # every task returned its committable. Best effort: if it fails, the next attempt's
@@ -193,7 +227,22 @@ class ExactlyOnceWriter(_BaseWriter):
             # Drop, never close(): close() would abort the pre-committed transaction.
             self._producer = None
 
-    def _describe_own_transaction(self) -> Committable:
+    def _own_producer_id_and_epoch(self) -> tuple[int, int]:
+        """This producer's id and epoch, waiting for librdkafka's first report if need be."""
+        assert self._producer is not None
+        deadline = Deadline(self._timeout_s)
+        while self._identity.producer_id_and_epoch is None:
+            if deadline.expired():
+                raise DeliveryFailed(
+                    f"transaction {self.transactional_id}: librdkafka reported no producer id "
+                    f"within {self._timeout_s} s (statistics.interval.ms = "
+                    f"{_IDENTITY_INTERVAL_MS}), so this task cannot prove which transaction is "
+                    "its own; raise the sink option flushTimeoutMs if the brokers are slow"
+                )
+            self._producer.poll(_IDENTITY_INTERVAL_MS / 1000)
+        return self._identity.producer_id_and_epoch
+
+    def _describe_own_transaction(self, own: tuple[int, int]) -> Committable:
         with TransactionAdmin(self._config) as admin:
             now = admin.describe([self.transactional_id])[self.transactional_id]
         if now is None or now.state != TxnState.ONGOING:
@@ -201,6 +250,16 @@ class ExactlyOnceWriter(_BaseWriter):
                 f"transaction {self.transactional_id} is not open after its flush "
                 f"({now.state.value if now else 'unknown id'}): another writer with the same "
                 "transactionalIdPrefix fenced it, or it timed out; use one prefix per query"
+            )
+        if (now.producer_id, now.epoch) != own:
+            # Another attempt of this task fenced this one after its flush: the open
+            # transaction is the other attempt's, and committing it would lose this batch.
+            raise DeliveryFailed(
+                f"transaction {self.transactional_id} was fenced after its flush: this task "
+                f"holds producer id {own[0]}, epoch {own[1]}, but the open transaction is "
+                f"producer id {now.producer_id}, epoch {now.epoch}. Another attempt of the "
+                "same task is running (speculative execution: set spark.speculation=false) "
+                "or another query uses the same transactionalIdPrefix"
             )
         return Committable(
             self.transactional_id,

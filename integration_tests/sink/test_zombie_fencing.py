@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from checkpoint.model import Committable
 from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.errors import PreCommitLostError, TransactionLostError
 from connectors.kafka.naming import transactional_id
 from connectors.kafka.transactions import TransactionAdmin, TxnState
-from connectors.kafka.writer import ExactlyOnceWriter
+from connectors.kafka.writer import DeliveryFailed, ExactlyOnceWriter
 from integration_tests.conftest import create_topic
 from integration_tests.sink.transactions import describe, values, wait_until_committed
 from kafka_eos.cluster import KafkaCluster
@@ -40,6 +41,18 @@ class _KeepsProducer(ExactlyOnceWriter):
     def _open(self) -> Producer:
         self.kept = super()._open()
         return self.kept
+
+
+class _RivalStartsAfterFlush(ExactlyOnceWriter):
+    """The real writer; another attempt of the same task runs between this one's flush and
+    its describe, where the describe would see the other attempt's open transaction."""
+
+    rival: Callable[[], Committable]
+    rival_committable: Committable | None = None
+
+    def _own_producer_id_and_epoch(self) -> tuple[int, int]:
+        self.rival_committable = self.rival()
+        return super()._own_producer_id_and_epoch()
 
 
 def task_input(attempt: str, count: int) -> pa.RecordBatch:
@@ -159,4 +172,41 @@ def test_an_aborted_pre_commit_is_not_taken_for_the_next_commit_of_its_id(
         committer.commit(committable_a)
     assert values(bootstrap, topic, "read_committed") == Counter(
         task_input("b", 2)["value"].to_pylist()
+    )
+
+
+def test_an_attempt_fenced_after_its_flush_never_names_the_rivals_transaction(
+    setting: Setting,
+    admin: TransactionAdmin,
+    committer: KafkaCommitter,
+) -> None:
+    """Two attempts of one task overlap (speculative execution): B fences A right after A's
+    flush. A's describe then sees B's open, possibly half-written transaction; A must fail
+    rather than return it as its own committable, which the driver would commit while A's
+    records are aborted."""
+    bootstrap, topic, config, prefix = setting
+    tid = transactional_id(prefix, 0)
+    attempt_a = _RivalStartsAfterFlush(config, topic, tid, 30.0)
+    attempt_a.rival = lambda: ExactlyOnceWriter(config, topic, tid, 30.0).write_and_pre_commit(
+        BATCH_ID, [task_input("b", 4)]
+    )
+
+    with pytest.raises(DeliveryFailed) as fenced:
+        attempt_a.write_and_pre_commit(BATCH_ID, [task_input("a", 6)])
+    committable_b = attempt_a.rival_committable
+    assert committable_b is not None
+    message = str(fenced.value)
+    assert f"transaction {tid} was fenced after its flush" in message
+    assert f"open transaction is producer id {committable_b.producer_id}, epoch " in message
+    assert "spark.speculation=false" in message
+
+    # B's transaction is untouched by A's failure and commits alone.
+    now = describe(admin, tid)
+    assert (now.state, now.epoch) == (TxnState.ONGOING, committable_b.epoch)
+    committer.commit(committable_b)
+    wait_until_committed(admin, committable_b)
+    b_values = Counter(task_input("b", 4)["value"].to_pylist())
+    assert values(bootstrap, topic, "read_committed") == b_values
+    assert values(bootstrap, topic, "read_uncommitted") == b_values + Counter(
+        task_input("a", 6)["value"].to_pylist()
     )
