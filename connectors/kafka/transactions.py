@@ -24,16 +24,22 @@ from checkpoint.deadline import Deadline, call_with_retries
 from connectors.kafka.client_config import kafka_python_config
 from connectors.kafka.naming import is_owned_by
 
+# The transactional id's coordinator is gone or moved (a broker died, the transaction log's
+# leadership changed): worth another try once the coordinator is looked up afresh.
+COORDINATOR_MOVED_ERRORS: tuple[type[Exception], ...] = (
+    Errors.CoordinatorNotAvailableError,
+    Errors.NotCoordinatorError,
+    Errors.NodeNotReadyError,
+    Errors.KafkaConnectionError,
+    Errors.KafkaTimeoutError,
+    Errors.RequestTimedOutError,
+)
 # Worth another try before the deadline: the coordinator moved, is loading, or is still
 # completing a previous EndTxn of the same transactional id.
 RETRIABLE_END_TXN_ERRORS: tuple[type[Exception], ...] = (
     Errors.ConcurrentTransactionsError,
     Errors.CoordinatorLoadInProgressError,
-    Errors.CoordinatorNotAvailableError,
-    Errors.NotCoordinatorError,
-    Errors.KafkaConnectionError,
-    Errors.KafkaTimeoutError,
-    Errors.RequestTimedOutError,
+    *COORDINATOR_MOVED_ERRORS,
 )
 # The transaction is no longer the one the caller named: ended, or fenced by a newer epoch.
 # Only a describe can tell "already committed" from "lost".
@@ -96,6 +102,7 @@ class TransactionAdmin:
             **kafka_python_config(client_config),
         }
         self._request_timeout_ms = int(config["request_timeout_ms"])
+        self._config = config
         self._admin = KafkaAdminClient(**config)
         self._net = KafkaNetClient(**config)
         self._net.check_version(timeout_ms=self._request_timeout_ms)
@@ -105,6 +112,12 @@ class TransactionAdmin:
     def close(self) -> None:
         self._admin.close()
         self._net.close()
+
+    def _forget_coordinators(self) -> None:
+        """kafka-python caches each id's coordinator and never drops a dead one: only a new
+        admin client asks FindCoordinator again, and so finds where the role moved."""
+        self._admin.close()
+        self._admin = KafkaAdminClient(**self._config)
 
     def __enter__(self) -> TransactionAdmin:
         return self
@@ -163,6 +176,13 @@ class TransactionAdmin:
         """
 
         def attempt() -> type[Exception] | None:
+            try:
+                return send()
+            except COORDINATOR_MOVED_ERRORS:
+                self._forget_coordinators()
+                raise
+
+        def send() -> type[Exception] | None:
             described = self.describe([transactional_id])[transactional_id]
             coordinator = described.coordinator_id if described else self._net.least_loaded_node()
             response = self._net.send_and_receive(

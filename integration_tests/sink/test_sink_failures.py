@@ -1,5 +1,5 @@
 """Failures beyond the kill -9 matrix: task retries with a zombie attempt, transactions the
-broker times out, a parallelism change, a broker crash, and a multi-process Spark cluster.
+broker times out, a parallelism change, broker crashes, and a multi-process Spark cluster.
 
 Each case ends with a read_committed drain holding every number exactly once (or with a loud
 error when the guarantee cannot hold), and read_uncommitted evidence that the failure struck
@@ -126,6 +126,45 @@ def test_broker_crash_between_pre_commit_and_commit(
             job.kill()
             job.wait()
     assert job.returncode == 0, stderr[-4000:]
+    assert_exactly_once(pipeline)
+    assert pipeline.uncommitted_count() == 300
+
+
+def test_transaction_coordinator_killed_after_the_decision(
+    kafka_factory: KafkaFactory, tmp_path: Path
+) -> None:
+    """Three brokers; batch 1 is decided and the driver is about to send its EndTxns when the
+    broker coordinating the batch's first transaction is killed -9, for good. The coordinator
+    role moves to a surviving replica of the transaction log, and the driver must find it
+    there and commit: a decided batch is never lost to a broker crash."""
+    cluster = kafka_factory(mode="process", nodes=3)
+    bootstrap = cluster.bootstrap_servers
+    topic = create_topic(bootstrap, partitions=2, replication=3)
+    pipeline = Pipeline(bootstrap, topic, tmp_path / "cp")
+    job = pipeline.start("driver.before_end_txn@1#1:stall=20")
+    try:
+        deadline = time.monotonic() + 180
+        while 1 not in pipeline.store().checkpoint_ids():
+            assert job.poll() is None and time.monotonic() < deadline, "batch 1 not decided"
+            time.sleep(0.5)
+        first, *_ = pipeline.decided_transactional_ids(1)
+        described = pipeline.transactions([first])[first]
+        assert described is not None and described.state == TxnState.ONGOING
+        cluster.stop_node(described.coordinator_id, hard=True)
+        _, stderr = job.communicate(timeout=300)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    assert job.returncode == 0, stderr[-4000:]
+    survivors = ",".join(
+        address
+        for node_id, address in zip(cluster.node_ids, bootstrap.split(","), strict=True)
+        if node_id != described.coordinator_id
+    )
+    pipeline.bootstrap = survivors
+    now = pipeline.transactions([first])[first]
+    assert now is not None and now.coordinator_id != described.coordinator_id  # it moved
     assert_exactly_once(pipeline)
     assert pipeline.uncommitted_count() == 300
 
