@@ -11,7 +11,10 @@ It does nothing unless ``KAFKA_EOS_CRASH_AT`` is set to
 - ``raise``: raise :class:`InjectedFault` here, as a failing task or call would;
 - ``stall=<seconds>``: sleep, as a slow batch, a GC pause or a hung call would;
 - ``kill-after=<seconds>``: sleep, then kill: a process that dies a little later, after the
-  client's background threads sent what was in flight.
+  client's background threads sent what was in flight;
+- ``kill-jvm``: SIGKILL the nearest JVM among this process's ancestors, then this process.
+  In a Spark Python worker that JVM is its executor: an executor lost with everything in it,
+  while the driver lives on (with ``local-cluster``, where executors are JVMs of their own).
 
 >>> crash_point("driver.before_decision", checkpoint_id=3)  # unset: a no-op
 """
@@ -25,6 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 from checkpoint.errors import KafkaEosError
 
@@ -33,7 +37,7 @@ PGID_ENV = "KAFKA_EOS_CRASH_PGID"
 HITS_DIR_ENV = "KAFKA_EOS_CRASH_HITS_DIR"
 _SPEC = re.compile(
     r"(?P<name>[\w.]+)(?:@(?P<id>\d+))?(?:#(?P<hit>\d+))?"
-    r"(?::(?P<action>kill|raise|stall=[\d.]+|kill-after=[\d.]+))?"
+    r"(?::(?P<action>kill|kill-jvm|raise|stall=[\d.]+|kill-after=[\d.]+))?"
 )
 _hits: Counter[str] = Counter()
 _scope: list[int] = []
@@ -71,6 +75,19 @@ def checkpoint_scope(checkpoint_id: int) -> Iterator[None]:
         _scope.pop()
 
 
+def _kill_hosting_jvm(name: str) -> NoReturn:
+    """SIGKILL the nearest ``java`` ancestor, found by walking up from this very process (so
+    never some other JVM of the same name), then this process."""
+    import psutil
+
+    for ancestor in psutil.Process().parents():
+        if ancestor.name() == "java":
+            ancestor.kill()
+            os.kill(os.getpid(), signal.SIGKILL)
+    # No JVM above us: killing the job instead would pass for a test of an executor loss.
+    raise RuntimeError(f"fault point {name}: kill-jvm found no JVM among this process's parents")
+
+
 def crash_point(name: str, *, checkpoint_id: int | None = None) -> None:
     raw = os.environ.get(ENV, "")
     if not raw:
@@ -79,8 +96,8 @@ def crash_point(name: str, *, checkpoint_id: int | None = None) -> None:
     if spec is None:
         # A typo must not turn a crash test into one that passes without crashing.
         raise ValueError(
-            f"{ENV}={raw!r} is not <name>[@<checkpoint id>][#<hit>][:kill|raise|stall=S|"
-            "kill-after=S]"
+            f"{ENV}={raw!r} is not <name>[@<checkpoint id>][#<hit>][:kill|kill-jvm|raise|"
+            "stall=S|kill-after=S]"
         )
     if spec["name"] != name:
         return
@@ -95,6 +112,8 @@ def crash_point(name: str, *, checkpoint_id: int | None = None) -> None:
     if action.startswith("stall="):
         time.sleep(float(action.removeprefix("stall=")))
         return
+    if action == "kill-jvm":
+        _kill_hosting_jvm(name)
     if action.startswith("kill-after="):
         time.sleep(float(action.removeprefix("kill-after=")))
     os.killpg(int(os.environ.get(PGID_ENV, os.getpgrp())), signal.SIGKILL)

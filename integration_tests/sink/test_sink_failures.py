@@ -1,5 +1,6 @@
 """Failures beyond the kill -9 matrix: task retries with a zombie attempt, transactions the
-broker times out, a parallelism change, broker crashes, and a multi-process Spark cluster.
+broker times out, a parallelism change, a broker crash, an executor crash, and a multi-process
+Spark cluster.
 
 Each case ends with a read_committed drain holding every number exactly once (or with a loud
 error when the guarantee cannot hold), and read_uncommitted evidence that the failure struck
@@ -167,6 +168,21 @@ def test_transaction_coordinator_killed_after_the_decision(
     assert now is not None and now.coordinator_id != described.coordinator_id  # it moved
     assert_exactly_once(pipeline)
     assert pipeline.uncommitted_count() == 300
+
+
+def test_executor_killed_after_its_tasks_pre_commit(pipeline: Pipeline) -> None:
+    """An executor JVM is killed -9 right after one of its tasks pre-committed batch 1: its
+    commit message never reaches the driver, which lives on. Spark reruns the task on another
+    executor, whose init_transactions fences the dead attempt and aborts its transaction."""
+    pipeline.master = "local-cluster[2,1,1024]"
+    result = pipeline.run("task.after_pre_commit@1#1:kill-jvm")
+    assert_ran(result)  # the driver survived: the job ran to its end
+    assert "ExecutorLostFailure" in result.stderr, "no executor was lost"
+
+    assert_exactly_once(pipeline)
+    # The dead executor's task had written and flushed its 50 numbers of batch 1.
+    assert pipeline.uncommitted_count() == 350
+    assert pipeline.spark_committed_batches() == {0, 1, 2}
 
 
 def test_multi_process_spark_cluster(pipeline: Pipeline) -> None:

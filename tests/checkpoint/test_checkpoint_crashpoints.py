@@ -205,3 +205,33 @@ def test_kill_takes_down_the_process_group_named_by_the_job() -> None:
         if job.poll() is None:
             job.kill()
             job.wait()
+
+
+def test_kill_jvm_without_a_jvm_above_refuses_to_pass_for_an_executor_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    arm(monkeypatch, f"{POINT}:kill-jvm")
+    with pytest.raises(RuntimeError, match=f"{POINT}: kill-jvm found no JVM"):
+        crash_point(POINT)
+
+
+def test_kill_jvm_kills_the_jvm_that_runs_this_worker(tmp_path: Path) -> None:
+    """A JVM starts a Python child, as a Spark executor starts its Python workers; the
+    child's fault point must take down that JVM (SIGKILL) and itself."""
+    launcher = tmp_path / "Executor.java"
+    launcher.write_text(
+        "public class Executor { public static void main(String[] a) throws Exception {\n"
+        "  Process worker = new ProcessBuilder(a).inheritIO().start();\n"
+        "  worker.waitFor(); Thread.sleep(60000); } }\n"
+    )
+    code = f"from checkpoint.crashpoints import crash_point; crash_point({POINT!r})"
+    env = {**os.environ, crashpoints.ENV: f"{POINT}:kill-jvm"}
+    jvm = subprocess.run(
+        ["java", str(launcher), sys.executable, "-c", code],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert jvm.returncode == -signal.SIGKILL, jvm.stderr
