@@ -54,6 +54,7 @@ def test_c_crash_after_decision_before_any_end_txn(pipeline: Pipeline) -> None:
     tids = pipeline.decided_transactional_ids(1)
     assert {d.state for d in pipeline.transactions(tids).values() if d} == {TxnState.ONGOING}
     assert sum(pipeline.committed().values()) == 100
+    assert pipeline.uncommitted_count() == 200  # batch 1 is in the log, decided, not committed
 
     assert_ran(pipeline.run())
     assert_exactly_once(pipeline)
@@ -70,6 +71,7 @@ def test_d_crash_after_some_end_txns(pipeline: Pipeline) -> None:
         if d
     )
     assert states == [TxnState.COMPLETE_COMMIT.value, TxnState.ONGOING.value]
+    assert pipeline.uncommitted_count() == 200
 
     assert_ran(pipeline.run())
     assert_exactly_once(pipeline)
