@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from checkpoint.errors import ConfigError
+
 # librdkafka key -> kafka-python keyword.
 _KAFKA_PYTHON_KEYS: dict[str, str] = {
     "bootstrap.servers": "bootstrap_servers",
@@ -24,8 +26,12 @@ _KAFKA_PYTHON_KEYS: dict[str, str] = {
     "ssl.key.location": "ssl_keyfile",
     "ssl.key.password": "ssl_password",
     "request.timeout.ms": "request_timeout_ms",
+    "sasl.kerberos.service.name": "sasl_kerberos_service_name",
 }
 _INT_KEYS = {"request_timeout_ms"}
+# Mechanisms whose credentials librdkafka builds from its keys but kafka-python only takes as
+# a Python object, which options cannot carry.
+_ADMIN_CANNOT_LOG_IN = {"OAUTHBEARER"}
 
 
 def kafka_python_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -37,4 +43,16 @@ def kafka_python_config(config: Mapping[str, Any]) -> dict[str, Any]:
             translated[target] = int(value) if target in _INT_KEYS else value
     if "security_protocol" in translated:
         translated["security_protocol"] = str(translated["security_protocol"]).upper()
+    mechanism = str(translated.get("sasl_mechanism", "")).upper()
+    if mechanism in _ADMIN_CANNOT_LOG_IN:
+        # Connecting without it would fail later as an obscure authentication error.
+        raise ConfigError(
+            f"sasl.mechanism = {mechanism!r}: the driver's transaction admin (kafka-python) "
+            "needs a token provider object for it, which kafka.* options cannot carry, so it "
+            "could not commit. Give the sink a principal that logs in with PLAIN, "
+            "SCRAM-SHA-256/512 or GSSAPI"
+        )
+    # librdkafka checks the broker's host name unless this is "none"; so does kafka-python.
+    if str(config.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
+        translated["ssl_check_hostname"] = False
     return translated

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from checkpoint.errors import ConfigError
+from connectors.kafka.client_config import kafka_python_config
 from connectors.lint.inputs import Timing, parse_duration
 
 # Keys Spark's Kafka sink rejects too, or that the guarantee depends on and the sink sets.
@@ -115,6 +116,8 @@ class SinkOptions:
                 ".writeStream.option('checkpointLocation', '<path or URI>'). The session "
                 "setting spark.sql.streaming.checkpointLocation is not visible to Python sinks."
             )
+        # The driver's transaction admin must be able to log in with the same credentials.
+        kafka_python_config(self.producer_config)
         if str(self.producer_config.get("enable.idempotence", "true")).lower() == "false":
             raise ConfigError(
                 "option 'kafka.enable.idempotence' = 'false' contradicts deliveryGuarantee "

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from checkpoint.deadline import Deadline
@@ -29,6 +29,37 @@ from connectors.lint.redact import scrub, secret_values
 AdminFactory = Callable[[dict[str, Any]], Any]
 # librdkafka's own log lines (connection refused, retries...) go here, not to stderr.
 _CLIENT_LOG = logging.getLogger(__name__)
+# How a metadata request fails while librdkafka is still retrying: worth asking again.
+_STILL_TRYING = {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
+
+
+class _AuthenticationErrors:
+    """librdkafka's ``error_cb``: keeps the first authentication failure.
+
+    librdkafka reports a rejected login only there, and keeps retrying: without it a wrong
+    password looks like a slow cluster ("transport failure") until the deadline.
+    """
+
+    def __init__(self) -> None:
+        self.first: KafkaError | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        if self.first is None and error.code() == KafkaError._AUTHENTICATION:
+            self.first = error
+
+
+def _metadata(admin: Any, deadline: Deadline, auth: _AuthenticationErrors) -> Any:
+    """The cluster's metadata, asked for in short rounds so that a rejected login stops the
+    wait at once instead of at the deadline."""
+    while True:
+        try:
+            return admin.list_topics(timeout=deadline.bound(1.0))
+        except KafkaException as exc:
+            admin.poll(0)  # serves error_cb
+            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            still_trying = error is not None and error.code() in _STILL_TRYING
+            if auth.first is not None or deadline.expired() or not still_trying:
+                raise
 
 
 def read_cluster(
@@ -46,10 +77,11 @@ def read_cluster(
     secrets = secret_values([options])
     what = f"cluster {bootstrap_servers}"
     deadline = Deadline(timeout_s)
+    auth = _AuthenticationErrors()
     try:
-        config: dict[str, Any] = {"logger": _CLIENT_LOG, **options}
+        config: dict[str, Any] = {"logger": _CLIENT_LOG, "error_cb": auth, **options}
         admin = admin_factory({**config, "bootstrap.servers": bootstrap_servers})
-        metadata = admin.list_topics(timeout=deadline.remaining())
+        metadata = _metadata(admin, deadline, auth)
         if not metadata.brokers:
             raise LiveClusterError(f"{what}: metadata lists no brokers")
         present = [t for t in names if t in metadata.topics]
@@ -60,6 +92,13 @@ def read_cluster(
         )
         configs = _describe(admin, str(broker_id), present, deadline)
     except (KafkaException, TimeoutError, DeadlineExceeded, ValueError, TypeError) as exc:
+        if auth.first is not None:
+            raise LiveClusterError(
+                f"{what}: authentication failed ({scrub(auth.first.str(), secrets)}). Check "
+                "the client's sasl.username and sasl.password (sink options "
+                "kafka.sasl.username / kafka.sasl.password; `kafka-eos` commands: -X sasl.*), "
+                "and that sasl.mechanism and security.protocol match the broker's listener"
+            ) from None
         raise LiveClusterError(f"{what}: {scrub(str(exc), secrets)}") from None
     described = {*present, TRANSACTION_STATE_TOPIC} & metadata.topics.keys()
     return ClusterSnapshot(

@@ -36,6 +36,19 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _sasl_properties(users: dict[str, str]) -> dict[str, str]:
+    """The listener named SASL: SASL_PLAINTEXT with the PLAIN mechanism and these users."""
+    accounts = " ".join(f'user_{name}="{password}"' for name, password in users.items())
+    return {
+        "listener.security.protocol.map": "EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT,"
+        "CONTROLLER:PLAINTEXT,SASL:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl.plain.sasl.jaas.config": (
+            f"org.apache.kafka.common.security.plain.PlainLoginModule required {accounts};"
+        ),
+    }
+
+
 def _die_with_parent() -> None:
     """A broker must not outlive the fixture or demo that started it, even one killed -9."""
     if sys.platform == "linux":
@@ -48,6 +61,7 @@ class _Node:
     client_port: int
     internal_port: int
     controller_port: int
+    sasl_port: int
     workdir: Path
     process: subprocess.Popen[bytes] | None = None
     log: Path = field(init=False)
@@ -71,14 +85,20 @@ class ProcessCluster:
         nodes: int = 1,
         broker_properties: dict[str, str] | None = None,
         heap: str = "-Xmx512m",
+        sasl_users: dict[str, str] | None = None,
     ) -> None:
+        """``sasl_users`` (user name -> password) adds a SASL_PLAINTEXT listener with the
+        PLAIN mechanism for clients (:attr:`sasl_bootstrap_servers`), beside the plaintext one
+        the readiness checks and tests' own readers use."""
         self.version = version
+        self._sasl = bool(sasl_users)
         self._libs = kafka_libs(version)
         self._heap = heap
         self._root = Path(tempfile.mkdtemp(prefix=f"kafka-eos-{version}-"))
         self._nodes = {
             node_id: _Node(
                 node_id,
+                _free_port(),
                 _free_port(),
                 _free_port(),
                 _free_port(),
@@ -91,19 +111,18 @@ class ProcessCluster:
         )
         for node in self._nodes.values():
             node.workdir.mkdir(parents=True)
+            advertised = (
+                f"EXTERNAL://127.0.0.1:{node.client_port},"
+                f"INTERNAL://127.0.0.1:{node.internal_port}"
+                + (f",SASL://127.0.0.1:{node.sasl_port}" if sasl_users else "")
+            )
             properties = {
                 "node.id": str(node.node_id),
                 "controller.quorum.voters": voters,
-                "listeners": (
-                    f"EXTERNAL://127.0.0.1:{node.client_port},"
-                    f"INTERNAL://127.0.0.1:{node.internal_port},"
-                    f"CONTROLLER://127.0.0.1:{node.controller_port}"
-                ),
-                "advertised.listeners": (
-                    f"EXTERNAL://127.0.0.1:{node.client_port},"
-                    f"INTERNAL://127.0.0.1:{node.internal_port}"
-                ),
+                "listeners": f"{advertised},CONTROLLER://127.0.0.1:{node.controller_port}",
+                "advertised.listeners": advertised,
                 "log.dirs": str(node.workdir / "data"),
+                **(_sasl_properties(sasl_users) if sasl_users else {}),
                 **multi_node_defaults(nodes),
                 **(broker_properties or {}),
             }
@@ -165,6 +184,13 @@ class ProcessCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(f"127.0.0.1:{n.client_port}" for n in self._nodes.values())
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        """The SASL_PLAINTEXT/PLAIN listeners; only with ``sasl_users``."""
+        if not self._sasl:
+            raise RuntimeError("this cluster was started without sasl_users")
+        return ",".join(f"127.0.0.1:{n.sasl_port}" for n in self._nodes.values())
 
     @property
     def node_ids(self) -> list[int]:

@@ -4,7 +4,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from connectors.lint import LiveClusterError
 from connectors.lint.live import read_cluster
@@ -34,6 +34,9 @@ class FakeAdmin:
     def __init__(self, config):
         self.config = config
         self.described = []
+
+    def poll(self, timeout):
+        return 0
 
     def list_topics(self, timeout):
         assert timeout > 0
@@ -128,3 +131,36 @@ def test_named_topics_the_cluster_lacks_are_listed_as_missing():
     )
     assert snapshot.facts.missing_topics == {"missing", "gone"}
     assert "out" in snapshot.facts.topics
+
+
+def test_a_rejected_login_is_named_at_once_not_at_the_deadline():
+    """librdkafka tells of a wrong password only through error_cb, and keeps retrying."""
+
+    class Rejected(FakeAdmin):
+        def list_topics(self, timeout):
+            reason = "SASL authentication error: Invalid username or password (hunter2?)"
+            self.config["error_cb"](KafkaError(KafkaError._AUTHENTICATION, reason))
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Broker transport failure"))
+
+    started = time.monotonic()
+    with pytest.raises(LiveClusterError) as caught:
+        read_cluster("k:9092", [], options={"sasl.password": "hunter2"}, admin_factory=Rejected)
+    assert time.monotonic() - started < 5  # the default deadline is 15 s
+    message = str(caught.value)
+    assert "cluster k:9092: authentication failed" in message
+    assert "Invalid username or password" in message and "hunter2" not in message
+    assert "kafka.sasl.username / kafka.sasl.password" in message
+
+
+def test_metadata_is_asked_again_while_librdkafka_is_still_trying():
+    class SlowStart(FakeAdmin):
+        calls = 0
+
+        def list_topics(self, timeout):
+            SlowStart.calls += 1
+            if SlowStart.calls < 3:
+                raise KafkaException(KafkaError(KafkaError._TRANSPORT, "not yet"))
+            return super().list_topics(timeout)
+
+    snapshot = read_cluster("k:9092", ["out"], admin_factory=SlowStart)
+    assert SlowStart.calls == 3 and snapshot.facts.broker_count == 2

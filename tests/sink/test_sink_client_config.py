@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from checkpoint.errors import ConfigError
 from connectors.kafka.client_config import kafka_python_config
 
 
@@ -60,3 +61,26 @@ def test_the_input_is_not_modified() -> None:
     config = {"security.protocol": "ssl", "request.timeout.ms": "100"}
     kafka_python_config(config)
     assert config == {"security.protocol": "ssl", "request.timeout.ms": "100"}
+
+
+def test_gssapi_service_name_and_host_name_check_are_translated() -> None:
+    config = {
+        "sasl.mechanism": "GSSAPI",
+        "sasl.kerberos.service.name": "kafka-prod",
+        "ssl.endpoint.identification.algorithm": "none",
+    }
+    assert kafka_python_config(config) == {
+        "sasl_mechanism": "GSSAPI",
+        "sasl_kerberos_service_name": "kafka-prod",
+        "ssl_check_hostname": False,
+    }
+    checked = kafka_python_config({"ssl.endpoint.identification.algorithm": "https"})
+    assert "ssl_check_hostname" not in checked  # kafka-python checks by default, as librdkafka
+
+
+def test_a_mechanism_the_admin_cannot_log_in_with_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError) as refused:
+        kafka_python_config({"sasl.mechanisms": "oauthbearer", "sasl.oauthbearer.method": "oidc"})
+    message = str(refused.value)
+    assert "sasl.mechanism = 'OAUTHBEARER'" in message
+    assert "PLAIN, SCRAM-SHA-256/512 or GSSAPI" in message

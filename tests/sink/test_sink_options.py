@@ -217,3 +217,15 @@ def test_decisions_live_inside_the_query_checkpoint(checkpoint: str, expected: s
 
 def test_an_empty_topic_option_means_no_topic() -> None:
     assert parse(topic="").topic is None
+
+
+def test_credentials_the_driver_cannot_commit_with_are_refused_at_startup() -> None:
+    options = {
+        "kafka.bootstrap.servers": "b:9092",
+        "transactionalIdPrefix": "p",
+        "checkpointLocation": "/tmp/cp",
+        "kafka.sasl.mechanism": "OAUTHBEARER",
+    }
+    with pytest.raises(ConfigError, match=r"sasl\.mechanism = 'OAUTHBEARER'"):
+        SinkOptions.parse(options)
+    SinkOptions.parse({**options, "deliveryGuarantee": "at_least_once"})  # no admin needed
