@@ -2,6 +2,8 @@
 
 Internal: the store only needs read, atomic write, exists, list and delete, so that is all a
 backend offers. ``pyarrow.fs`` and fsspec are imported only for URIs, never for local paths.
+Whatever names the local disk (a path, ``file://``, a pyarrow or fsspec local filesystem) gets
+the fsyncing backend.
 """
 
 from __future__ import annotations
@@ -30,21 +32,41 @@ def open_filesystem(
     location: str, filesystem: pyarrow.fs.FileSystem | None
 ) -> tuple[FileSystem, str]:
     """The backend for ``location`` and the root path inside it."""
-    if filesystem is not None:
-        return _ArrowFileSystem(filesystem, location.rstrip("/")), location.rstrip("/")
-    if "://" not in location or location.startswith("file://"):
+    if filesystem is None and ("://" not in location or location.startswith("file://")):
         path = os.path.abspath(unquote(urlparse(location).path) if "://" in location else location)
         return _LocalFileSystem(path), path
+    fs, root = (filesystem, location) if filesystem is not None else _from_uri(location)
+    local = _local_path(fs, root.rstrip("/"))
+    if local is not None:
+        # The local disk behind a pyarrow or fsspec filesystem: pyarrow.fs has no fsync, and
+        # without it a power loss can undo a rename that was reported done (a lost decision).
+        return _LocalFileSystem(local), local
+    return _ArrowFileSystem(fs, root.rstrip("/")), root.rstrip("/")
+
+
+def _from_uri(location: str) -> tuple[pyarrow.fs.FileSystem, str]:
     import pyarrow.fs  # remote only: keeps local use free of the import cost
 
     try:
-        fs, root = pyarrow.fs.FileSystem.from_uri(location)
+        return pyarrow.fs.FileSystem.from_uri(location)
     except (pyarrow.ArrowInvalid, pyarrow.ArrowNotImplementedError):
         from fsspec.core import url_to_fs  # schemes pyarrow lacks, e.g. memory://
 
         spec_fs, root = url_to_fs(location)
-        fs = pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(spec_fs))
-    return _ArrowFileSystem(fs, root.rstrip("/")), root.rstrip("/")
+        return pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(spec_fs)), root
+
+
+def _local_path(fs: pyarrow.fs.FileSystem, path: str) -> str | None:
+    """The OS path of ``path`` if ``fs`` is the local disk (pyarrow's, a subtree of it, or
+    fsspec's behind ``PyFileSystem``), else None."""
+    if fs.type_name == "local":
+        return os.path.abspath(path)
+    if fs.type_name == "subtree":
+        base = _local_path(fs.base_fs, fs.base_path)
+        return None if base is None else os.path.join(base, path.lstrip("/"))
+    protocol = getattr(getattr(getattr(fs, "handler", None), "fs", None), "protocol", ())
+    protocols = (protocol,) if isinstance(protocol, str) else protocol
+    return os.path.abspath(path) if "file" in protocols else None
 
 
 class _LocalFileSystem:
@@ -88,10 +110,19 @@ class _LocalFileSystem:
             os.unlink(path)
 
     def _ensure_root(self) -> None:
-        if not self._ready:
-            os.makedirs(self._root, exist_ok=True)
-            _fsync_directory(os.path.dirname(self._root))
-            self._ready = True
+        if self._ready:
+            return
+        created = []
+        level = self._root
+        while not os.path.isdir(level) and os.path.dirname(level) != level:
+            created.append(level)
+            level = os.path.dirname(level)
+        os.makedirs(self._root, exist_ok=True)
+        # A directory's entry lives in its parent: unless every parent of a level makedirs
+        # created is fsynced, a power loss can drop the whole tree with the decisions in it.
+        for directory in reversed(created or [self._root]):
+            _fsync_directory(os.path.dirname(directory))
+        self._ready = True
 
 
 def _fsync_directory(directory: str) -> None:
@@ -122,6 +153,10 @@ class _ArrowFileSystem:
             self._ready = True
         directory, _, name = path.rpartition("/")
         temp = f"{directory}/.{name}.tmp-{uuid.uuid4().hex}"
+        # No fsync here, and none is needed: local disks never get here (open_filesystem gives
+        # them _LocalFileSystem). Object stores (S3, GCS, ABFS) publish an object whole when its
+        # upload completes and move it by an atomic server-side copy, so there is no client
+        # cache to flush; an HDFS close returns once the datanode pipeline has every block.
         try:
             with self._fs.open_output_stream(temp) as stream:
                 stream.write(data)

@@ -143,7 +143,7 @@ class Coordinator:
 
         Raises :class:`CheckpointRejected` while the minimum pause has not elapsed, while
         ``max_concurrent`` checkpoints are in flight, or until ``recover()`` has completed
-        (at start, and after a failed commit).
+        (at start, and after a failed commit); :class:`ProtocolError` for a bare str.
         """
         if self._needs_recovery or self._last_id is None:
             raise CheckpointRejected(
@@ -158,6 +158,12 @@ class Coordinator:
             if waited < self.config.min_pause:
                 pause = f"min_pause={self.config.min_pause} s since the last checkpoint ended"
                 raise CheckpointRejected(pause, retry_after=self.config.min_pause - waited)
+        if isinstance(participants, str):
+            # frozenset("app-0") would expect participants "a", "p", "-", "0": never complete.
+            raise ProtocolError(
+                f"trigger() takes an iterable of participant names, got the str {participants!r}; "
+                f"pass [{participants!r}]"
+            )
         expected = frozenset(participants)
         if not expected:
             raise ProtocolError("trigger() needs at least one participant name")
@@ -180,9 +186,19 @@ class Coordinator:
         Returns the snapshots this acknowledgement completed, oldest first: decisions are taken
         in id order, so one acknowledgement may complete several checkpoints. Raises
         :class:`CheckpointAborted` if the checkpoint had been aborted (the committable is rolled
-        back), :class:`CheckpointCommitFailed` if step 4 failed (call ``recover()``).
+        back), :class:`CheckpointCommitFailed` if step 4 failed (call ``recover()``), and
+        :class:`CheckpointRejected` after such a failure until ``recover()`` has completed.
         """
         cid = as_checkpoint_id(checkpoint_id)
+        if self._needs_recovery:
+            # An older decision is not fully committed (or may not be durable): deciding and
+            # committing a younger checkpoint now would make its output visible first, out of
+            # order. recover() finishes the older one and aborts the in-flight ones.
+            raise CheckpointRejected(
+                f"{cid} (from {participant!r}): a commit failed and recover() has not "
+                "completed since; call recover() (it aborts this checkpoint), then replay it",
+                refused="acknowledged",
+            )
         pending = self._pending.get(cid)
         if pending is None:
             recorded = self.store.get(cid)

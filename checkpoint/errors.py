@@ -92,13 +92,16 @@ class CorruptSnapshotError(FormatError):
 
 
 class CheckpointRejected(KafkaEosError):
-    """A trigger was refused for now (minimum pause, concurrency limit); retry after a while."""
+    """A trigger (minimum pause, concurrency limit) or an acknowledgement (a failed commit
+    awaits ``recover()``) was refused for now; retry after a while, or after ``recover()``."""
 
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self, reason: str, retry_after: float | None = None, *, refused: str = "triggered"
+    ) -> None:
         self.reason = reason
         self.retry_after = retry_after
         hint = f"; retry in {retry_after:.3f} s" if retry_after is not None else ""
-        super().__init__(f"checkpoint not triggered: {reason}{hint}")
+        super().__init__(f"checkpoint not {refused}: {reason}{hint}")
 
 
 class CheckpointAborted(KafkaEosError):

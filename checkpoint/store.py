@@ -92,8 +92,7 @@ class SnapshotStore:
 
     def get(self, checkpoint_id: int) -> Snapshot | None:
         """The decision of ``checkpoint_id``, or None if it was never decided (or was pruned)."""
-        data = self._load(self._path(as_checkpoint_id(checkpoint_id), "snapshot"))
-        return None if data is None else _decode(Snapshot, data, self._path(checkpoint_id))
+        return self._read(Snapshot, as_checkpoint_id(checkpoint_id))
 
     def contains(self, checkpoint_id: int) -> bool:
         """Whether ``checkpoint_id`` is decided; cheap (no read), for tasks of a replayed batch."""
@@ -120,12 +119,8 @@ class SnapshotStore:
             self._fs.write_atomic(self._path(cid, "confirmed"), payload)
 
     def is_confirmed(self, checkpoint_id: int) -> bool:
-        path = self._path(as_checkpoint_id(checkpoint_id), "confirmed")
-        data = self._load(path)
-        if data is None:
-            return False
-        _decode(Confirmation, data, path)  # a damaged confirmation is reported, not trusted
-        return True
+        # A damaged confirmation is reported, not trusted.
+        return self._read(Confirmation, as_checkpoint_id(checkpoint_id)) is not None
 
     def unconfirmed_ids(self) -> list[CheckpointId]:
         """Decided checkpoints whose commits are not all known to have happened, ascending."""
@@ -169,6 +164,23 @@ class SnapshotStore:
 
     def _scan(self) -> list[tuple[CheckpointId, str]]:
         return _parse(self._fs.list(self._root))
+
+    def _read(self, cls: type[Snapshot] | type[Confirmation], cid: CheckpointId) -> Any:
+        """The record in ``cid``'s file of ``cls``'s kind, checked against the name; or None."""
+        path = self._path(cid, "snapshot" if cls is Snapshot else "confirmed")
+        data = self._load(path)
+        if data is None:
+            return None
+        record = _decode(cls, data, path)
+        if record.checkpoint_id != cid:
+            # A renamed or copied file: trusting it would take another checkpoint's decision
+            # (its offsets and transactions) for this one and commit or skip the wrong batch.
+            detail = (
+                f"it holds checkpoint {record.checkpoint_id} but its name says checkpoint {cid} "
+                "(renamed, or copied from elsewhere)"
+            )
+            raise CorruptSnapshotError(path, detail)
+        return record
 
     def _load(self, path: str) -> dict[str, Any] | None:
         try:

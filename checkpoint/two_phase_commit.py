@@ -137,7 +137,12 @@ class TwoPhaseCommit:
             raise CheckpointCommitFailed(snapshot.checkpoint_id, failed, repr(first)) from first
         # Step 5: confirm, so recovery never commits these (soon reused) transactional ids again.
         self.store.confirm(snapshot.checkpoint_id, confirmed_at_ms=self._now_ms())
-        self.store.prune()
+        try:
+            self.store.prune()
+        except Exception as exc:
+            # Housekeeping: the batch is committed and confirmed. Raising here would fail the
+            # Spark query for a batch that landed; the next prune() retries the deletes.
+            _log.warning("pruning old decisions in %s failed: %r", self.store.location, exc)
 
     def abort(
         self, checkpoint_id: int, committables: Iterable[Committable], *, reason: str = "requested"
@@ -148,11 +153,27 @@ class TwoPhaseCommit:
         raised after step 3, and aborting then would drop a pre-committed, decided batch; those
         are left to :meth:`recover`, which commits them. Failures are logged, not raised: the
         checkpoint is aborted either way, and recover() or Kafka's transaction timeout rolls a
-        leftover back.
+        leftover back. If the decision cannot be read, nothing is aborted, for the same reason.
         """
         cid = as_checkpoint_id(checkpoint_id)
         batch = tuple(committables)
-        recorded = self.store.get(cid) if batch else None
+        try:
+            recorded = self.store.get(cid) if batch else None
+        except Exception as exc:
+            # Unreadable store: cid may be decided, and aborting blindly could drop a decided
+            # batch. Raising is no better (abort is best effort). Leaving them open is safe:
+            # recover() commits the decided ones and aborts the rest once the store reads again.
+            ids = [c.transactional_id for c in batch]
+            _log.warning(
+                "abort(%s, %s) aborted nothing: cannot read its decision in %s (%r); recover() "
+                "will commit or abort %s",
+                cid,
+                reason,
+                self.store.location,
+                exc,
+                ids,
+            )
+            return
         keys = set() if recorded is None else {c.key for c in recorded.committables}
         for committable in batch:
             if committable.key in keys:

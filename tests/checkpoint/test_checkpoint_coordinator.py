@@ -236,3 +236,30 @@ def test_protocol_misuse_is_reported(store, committer, clock, tasks) -> None:
 def test_invalid_configuration_is_rejected(config: dict[str, object]) -> None:
     with pytest.raises(ConfigError, match=next(iter(config))):
         CoordinatorConfig(**config)  # type: ignore[arg-type]
+
+
+def test_after_a_failed_commit_younger_checkpoints_wait_for_recover(
+    store, committer, clock, tasks, broker
+) -> None:
+    coordinator = make(store, committer, clock, max_concurrent=2)
+    first, second = coordinator.trigger(tasks), coordinator.trigger(tasks)
+    acks_first, acks_second = run(tasks, first), run(tasks, second)
+    coordinator.acknowledge(first, "app-0", acks_first["app-0"])
+    committer.fail_next = TimeoutError("broker unavailable")
+    with pytest.raises(CheckpointCommitFailed):
+        coordinator.acknowledge(first, "app-1", acks_first["app-1"])
+    for name, committable in acks_second.items():  # deciding these would overtake `first`
+        with pytest.raises(CheckpointRejected, match=r"call recover\(\)"):
+            coordinator.acknowledge(second, name, committable)
+    assert not [r for r in broker.visible if r.endswith("@1")]
+    assert store.latest().checkpoint_id == first
+    recovery = coordinator.recover()
+    assert recovery.recommitted == (first,) and recovery.aborted == (second,)
+    assert sorted(broker.visible) == ["app-0@0", "app-1@0"] and broker.lingering() == []
+
+
+def test_trigger_rejects_a_bare_string(store, committer, clock) -> None:
+    coordinator = make(store, committer, clock)
+    with pytest.raises(ProtocolError, match=r"got the str 'app-0'; pass \['app-0'\]"):
+        coordinator.trigger("app-0")
+    assert coordinator.pending_ids == ()

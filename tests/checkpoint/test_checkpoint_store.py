@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -205,3 +206,64 @@ def test_another_process_reads_what_this_one_wrote(store: SnapshotStore, store_d
     )
     assert out.stdout.strip() == "6", out.stderr
     assert store.is_confirmed(6)
+
+
+def test_a_renamed_file_is_rejected_naming_both_ids(store: SnapshotStore, store_dir: Path):
+    decide(store, 1)
+    os.rename(store_dir / "1.snapshot.json", store_dir / "2.snapshot.json")
+    os.rename(store_dir / "1.confirmed.json", store_dir / "3.confirmed.json")
+    with pytest.raises(
+        CorruptSnapshotError, match="holds checkpoint 1 but its name says checkpoint 2"
+    ):
+        store.get(2)
+    with pytest.raises(
+        CorruptSnapshotError, match="holds checkpoint 1 but its name says checkpoint 3"
+    ):
+        store.is_confirmed(3)
+
+
+def record_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Patch os.fsync to record ("file" or "dir", path) of every fsync."""
+    synced: list[tuple[str, str]] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        kind = "dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"
+        synced.append((kind, os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
+def test_every_directory_level_the_store_creates_is_fsynced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tmp_path = Path(os.path.realpath(tmp_path))  # /proc/self/fd names resolve symlinks
+    synced = record_fsyncs(monkeypatch)
+    SnapshotStore(tmp_path / "a" / "b" / "c").write(snapshot(1))
+    dirs = {path for kind, path in synced if kind == "dir"}
+    # Each new level's entry is in its parent; c holds the renamed file.
+    assert {str(tmp_path), str(tmp_path / "a"), str(tmp_path / "a" / "b")} <= dirs
+    assert str(tmp_path / "a" / "b" / "c") in dirs
+
+
+@pytest.mark.parametrize("kind", ["pyarrow", "subtree", "fsspec"])
+def test_a_local_filesystem_object_gets_fsync_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    import fsspec
+    import pyarrow.fs
+
+    tmp_path = Path(os.path.realpath(tmp_path))  # /proc/self/fd names resolve symlinks
+    location, filesystem = str(tmp_path / "store"), pyarrow.fs.LocalFileSystem()
+    if kind == "subtree":
+        location, filesystem = "store", pyarrow.fs.SubTreeFileSystem(str(tmp_path), filesystem)
+    elif kind == "fsspec":
+        handler = pyarrow.fs.FSSpecHandler(fsspec.filesystem("file"))
+        filesystem = pyarrow.fs.PyFileSystem(handler)
+    synced = record_fsyncs(monkeypatch)
+    SnapshotStore(location, filesystem=filesystem).write(snapshot(1))
+    assert ("dir", str(tmp_path / "store")) in synced
+    assert [k for k, path in synced if path.startswith(f"{tmp_path}/store/.")] == ["file"]
+    assert SnapshotStore(tmp_path / "store").latest() == snapshot(1)

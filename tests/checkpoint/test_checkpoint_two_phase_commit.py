@@ -127,3 +127,39 @@ def test_the_same_transactional_id_twice_is_a_protocol_error(
     [message] = batch(broker, 0, tasks=1)
     with pytest.raises(ProtocolError, match="twice"):
         driver(store, broker).complete(0, [message, message])
+
+
+class UnprunableStore(SnapshotStore):
+    def prune(self) -> list[int]:
+        raise PermissionError("delete denied")
+
+
+class UnreadableStore(SnapshotStore):
+    def get(self, checkpoint_id: int) -> Snapshot | None:
+        raise OSError("read timed out")
+
+
+def test_a_failed_prune_is_logged_not_raised(
+    store: SnapshotStore, broker: InMemoryBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    driver = TwoPhaseCommit(UnprunableStore(store.location), FlakyCommitter(broker, "sink"))
+    with caplog.at_level(logging.WARNING):
+        snapshot = driver.complete(0, batch(broker, 0))
+    assert snapshot == store.get(0) and store.is_confirmed(0)  # the batch landed
+    assert sorted(broker.visible) == [(0, 0), (0, 1)]
+    assert store.location in caplog.text and "delete denied" in caplog.text
+
+
+def test_abort_aborts_nothing_when_the_decision_cannot_be_read(
+    store: SnapshotStore, broker: InMemoryBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    messages = batch(broker, 5)
+    FlakyCommitter.failures = 2
+    with pytest.raises(CheckpointCommitFailed):
+        driver(store, broker).complete(5, messages)  # decided, nothing committed
+    blind = TwoPhaseCommit(UnreadableStore(store.location), FlakyCommitter(broker, "sink"))
+    with caplog.at_level(logging.WARNING):
+        blind.abort(5, messages)  # aborting blindly would drop decided batch 5
+    assert len(broker.lingering()) == 2 and "read timed out" in caplog.text
+    assert driver(store, broker).recover().recommitted == (5,)
+    assert sorted(broker.visible) == [(5, 0), (5, 1)]
