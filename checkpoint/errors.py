@@ -136,9 +136,18 @@ class CheckpointCommitFailed(KafkaEosError):
     transactions again (commit is idempotent).
     """
 
-    def __init__(self, checkpoint_id: int, failed: tuple[str, ...], first_error: str) -> None:
+    def __init__(
+        self,
+        checkpoint_id: int,
+        failed: tuple[str, ...],
+        first_error: str,
+        errors: tuple[Exception, ...] = (),
+    ) -> None:
         self.checkpoint_id = checkpoint_id
         self.failed = failed
+        # Every commit's error, in order: a caller looks for the one that means data loss,
+        # which need not be the first (a timeout may come before it).
+        self.errors = errors
         super().__init__(
             f"checkpoint {checkpoint_id} is decided but {len(failed)} transaction(s) did not "
             f"commit: {list(failed)}; first error: {first_error}. The decision is durable: call "

@@ -133,8 +133,10 @@ class TwoPhaseCommit:
                 failures.append((committable, exc))
         if failures:
             failed = tuple(c.transactional_id for c, _ in failures)
-            first = failures[0][1]
-            raise CheckpointCommitFailed(snapshot.checkpoint_id, failed, repr(first)) from first
+            errors = tuple(exc for _, exc in failures)
+            raise CheckpointCommitFailed(
+                snapshot.checkpoint_id, failed, repr(errors[0]), errors
+            ) from errors[0]
         # Step 5: confirm, so recovery never commits these (soon reused) transactional ids again.
         self.store.confirm(snapshot.checkpoint_id, confirmed_at_ms=self._now_ms())
         try:

@@ -190,9 +190,11 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
                 coordinator.complete(batchId, committables)
             crash_point("driver.after_commit", checkpoint_id=batchId)
         except CheckpointCommitFailed as exc:
-            # A lost transaction of a decided batch is data loss: surface its own message.
-            if isinstance(exc.__cause__, TransactionLostError):
-                raise exc.__cause__.in_batch(batchId, exc.failed) from exc
+            # A lost transaction of a decided batch is data loss: surface its own message, even
+            # when another transaction's failure (a timeout) came first.
+            lost = next((e for e in exc.errors if isinstance(e, TransactionLostError)), None)
+            if lost is not None:
+                raise lost.in_batch(batchId, exc.failed) from exc
             raise
         finally:
             committer.close()

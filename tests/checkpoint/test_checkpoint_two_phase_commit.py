@@ -163,3 +163,15 @@ def test_abort_aborts_nothing_when_the_decision_cannot_be_read(
     assert len(broker.lingering()) == 2 and "read timed out" in caplog.text
     assert driver(store, broker).recover().recommitted == (5,)
     assert sorted(broker.visible) == [(5, 0), (5, 1)]
+
+
+def test_a_failed_commit_carries_every_error_in_order(
+    store: SnapshotStore, broker: InMemoryBroker
+) -> None:
+    """The caller looks for the error that means loss; it need not be the first."""
+    FlakyCommitter.failures = 2
+    with pytest.raises(CheckpointCommitFailed) as failed:
+        driver(store, broker).complete(5, batch(broker, 5))
+    assert [type(e) for e in failed.value.errors] == [TimeoutError, TimeoutError]
+    assert failed.value.failed == ("sink-0-5", "sink-1-5")
+    assert failed.value.__cause__ is failed.value.errors[0]
