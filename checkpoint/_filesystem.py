@@ -44,9 +44,26 @@ def open_filesystem(
     return _ArrowFileSystem(fs, root.rstrip("/")), root.rstrip("/")
 
 
+# Hadoop's S3 connectors (what Spark users write) name the buckets pyarrow and fsspec call s3://.
+_S3_ALIASES = ("s3a://", "s3n://")
+
+
+def canonical_uri(location: str) -> str:
+    """``location`` as pyarrow and fsspec name it.
+
+    >>> canonical_uri("s3a://bucket/checkpoints/q")
+    's3://bucket/checkpoints/q'
+    """
+    for alias in _S3_ALIASES:
+        if location.startswith(alias):
+            return "s3://" + location.removeprefix(alias)
+    return location
+
+
 def _from_uri(location: str) -> tuple[pyarrow.fs.FileSystem, str]:
     import pyarrow.fs  # remote only: keeps local use free of the import cost
 
+    location = canonical_uri(location)
     try:
         return pyarrow.fs.FileSystem.from_uri(location)
     except (pyarrow.ArrowInvalid, pyarrow.ArrowNotImplementedError):

@@ -40,7 +40,7 @@ from checkpoint.coordinator import Coordinator, CoordinatorConfig
 from checkpoint.crashpoints import checkpoint_scope, crash_point
 from checkpoint.errors import CheckpointCommitFailed, ConfigError
 from checkpoint.model import Committable
-from checkpoint.store import SnapshotStore
+from checkpoint.store import SnapshotStore, location_exists
 from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.errors import TransactionLostError
 from connectors.kafka.naming import transactional_id
@@ -175,6 +175,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Step 3, on the driver: the completion notification."""
+        check_sees_spark_checkpoint(self._sink, batchId)
         committables = _committables(messages, batchId)
         coordinator, committer = self._coordinator()
         try:
@@ -254,6 +255,28 @@ def _committables(messages: list[WriterCommitMessage | None], batch_id: int) -> 
         if message.committable.producer_id >= 0:
             result.append(message.committable)
     return result
+
+
+def check_sees_spark_checkpoint(sink: SinkOptions, batch_id: int) -> None:
+    """The decisions must live on the storage of Spark's own checkpoint: Spark has logged
+    ``offsets/<batch_id>`` there before running the batch, so the sink must see that file.
+
+    A location without a scheme is the cluster's default filesystem to Spark (``fs.defaultFS``,
+    often HDFS) but the driver's local disk to the sink; after a driver restart on another
+    host the decisions would be gone, and a half-committed batch would run again (duplicates).
+    """
+    assert sink.checkpoint_location is not None
+    location = sink.checkpoint_location
+    entry = f"{location.rstrip('/')}/offsets/{batch_id}"
+    if not location_exists(entry):
+        raise ConfigError(
+            f"option 'checkpointLocation' = {location!r}: Spark logged batch {batch_id} there "
+            f"(offsets/{batch_id}), but the sink, which keeps its commit decisions beside it, "
+            f"does not see {entry}. Spark resolves a location without a scheme against the "
+            "cluster's default filesystem (fs.defaultFS), the sink against the driver's local "
+            "disk. Give the location as a full URI, e.g. hdfs://namenode:8020/checkpoints/q or "
+            "s3a://bucket/checkpoints/q"
+        )
 
 
 def _startup_checks(sink: SinkOptions) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from checkpoint._filesystem import canonical_uri
 from checkpoint.errors import (
     ConfigError,
     CorruptSnapshotError,
@@ -18,7 +19,7 @@ from checkpoint.errors import (
     UnsupportedFormatVersion,
 )
 from checkpoint.model import Committable, Snapshot
-from checkpoint.store import SnapshotStore
+from checkpoint.store import SnapshotStore, location_exists
 
 
 class SimulatedCrash(BaseException):
@@ -267,3 +268,21 @@ def test_a_local_filesystem_object_gets_fsync_too(
     assert ("dir", str(tmp_path / "store")) in synced
     assert [k for k, path in synced if path.startswith(f"{tmp_path}/store/.")] == ["file"]
     assert SnapshotStore(tmp_path / "store").latest() == snapshot(1)
+
+
+def test_location_exists_resolves_as_the_store_does(tmp_path: Path) -> None:
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "3").write_text("v1")
+    assert location_exists(tmp_path / "offsets" / "3")
+    assert location_exists(f"file://{tmp_path}/offsets/3")
+    assert not location_exists(tmp_path / "offsets" / "4")
+    SnapshotStore("memory://kafka-eos-exists/cp").write(snapshot(1))
+    assert location_exists("memory://kafka-eos-exists/cp/1.snapshot.json")
+    assert not location_exists("memory://kafka-eos-exists/elsewhere")
+
+
+@pytest.mark.parametrize("scheme", ["s3a", "s3n"])
+def test_hadoop_s3_schemes_name_the_s3_filesystem(scheme: str) -> None:
+    """Spark users write s3a://; pyarrow knows the same buckets as s3://."""
+    assert canonical_uri(f"{scheme}://bucket/cp") == "s3://bucket/cp"
+    assert canonical_uri("gs://bucket/cp") == "gs://bucket/cp"

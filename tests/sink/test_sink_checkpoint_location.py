@@ -1,0 +1,43 @@
+"""The sink keeps its decisions on the storage of Spark's own checkpoint, or refuses to commit.
+
+Spark reads a checkpoint location without a scheme on the cluster's default filesystem
+(often HDFS), the sink on the driver's local disk: decisions kept where Spark's checkpoint is
+not would be gone after a driver restart on another host, and a half-committed batch would
+run again. Spark logs ``offsets/<N>`` before batch N runs, so the sink checks it sees it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from checkpoint.errors import ConfigError
+from connectors.kafka.sink_options import SinkOptions
+from connectors.spark.sink import check_sees_spark_checkpoint
+
+
+def _sink(location: str) -> SinkOptions:
+    return SinkOptions.parse(
+        {
+            "kafka.bootstrap.servers": "b:9092",
+            "transactionalIdPrefix": "q",
+            "checkpointLocation": location,
+        }
+    )
+
+
+def test_the_batch_spark_logged_is_seen(tmp_path: Path) -> None:
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "7").write_text("v1")
+    check_sees_spark_checkpoint(_sink(str(tmp_path)), 7)
+    check_sees_spark_checkpoint(_sink(f"file://{tmp_path}/"), 7)
+
+
+def test_a_checkpoint_on_other_storage_is_refused_with_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as refused:
+        check_sees_spark_checkpoint(_sink(str(tmp_path)), 7)
+    message = str(refused.value)
+    assert f"option 'checkpointLocation' = '{tmp_path}'" in message
+    assert f"does not see {tmp_path}/offsets/7" in message
+    assert "fs.defaultFS" in message and "hdfs://namenode:8020/checkpoints/q" in message
