@@ -8,6 +8,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from integration_tests.kafka_fixtures import running_cluster, selected_mode, selected_version
@@ -60,6 +61,31 @@ def create_topic(bootstrap_servers: str, partitions: int = 1, replication: int =
     ).values():
         future.result(timeout=60)
     return name
+
+
+def write_transaction(
+    bootstrap_servers: str,
+    topic: str,
+    values: list[str],
+    *,
+    commit: bool | None,
+    timeout_s: float = 30,
+) -> Producer:
+    """One transaction of ``values`` on its own transactional id, flushed into the log, then
+    committed (True), aborted (False) or left open (None); returns its producer."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap_servers, "transactional.id": f"tx-{uuid.uuid4().hex}"}
+    )
+    producer.init_transactions(timeout_s)
+    producer.begin_transaction()
+    for value in values:
+        producer.produce(topic, value=value.encode())
+    assert producer.flush(timeout_s) == 0
+    if commit is True:
+        producer.commit_transaction(timeout_s)
+    elif commit is False:
+        producer.abort_transaction(timeout_s)
+    return producer
 
 
 @pytest.fixture

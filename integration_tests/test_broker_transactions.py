@@ -8,33 +8,14 @@ read_committed readers fails here.
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from confluent_kafka import Producer
 
 from connectors.kafka.drain import drain
-from integration_tests.conftest import create_topic
+from integration_tests.conftest import create_topic, write_transaction
 from integration_tests.kafka_fixtures import running_cluster
 from kafka_eos.cluster import SUPPORTED_KAFKA_VERSIONS
 
 pytestmark = pytest.mark.kafka
-
-
-def _transaction(bootstrap: str, values: list[str], *, commit: bool | None, topic: str) -> Producer:
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": f"faithful-{uuid.uuid4().hex}"}
-    )
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for value in values:
-        producer.produce(topic, value=value.encode())
-    producer.flush(30)
-    if commit is True:
-        producer.commit_transaction(30)
-    elif commit is False:
-        producer.abort_transaction(30)
-    return producer
 
 
 def _values(bootstrap: str, topic: str, isolation: str) -> list[str]:
@@ -54,11 +35,11 @@ def test_read_committed_sees_only_committed_and_stops_at_open_transaction(
     with running_cluster(mode, version) as kafka:
         bootstrap = kafka.bootstrap_servers
         topic = create_topic(bootstrap)
-        _transaction(bootstrap, ["c1", "c2", "c3"], commit=True, topic=topic)
-        _transaction(bootstrap, ["a1", "a2"], commit=False, topic=topic)
-        still_open = _transaction(bootstrap, ["o1", "o2"], commit=None, topic=topic)
+        write_transaction(bootstrap, topic, ["c1", "c2", "c3"], commit=True)
+        write_transaction(bootstrap, topic, ["a1", "a2"], commit=False)
+        still_open = write_transaction(bootstrap, topic, ["o1", "o2"], commit=None)
         # Written after the open transaction began: read_committed must not get past it yet.
-        _transaction(bootstrap, ["late"], commit=True, topic=topic)
+        write_transaction(bootstrap, topic, ["late"], commit=True)
 
         assert _values(bootstrap, topic, "read_committed") == ["c1", "c2", "c3"]
         assert _values(bootstrap, topic, "read_uncommitted") == [

@@ -18,10 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
 from connectors.kafka.drain import drain
-from integration_tests.conftest import create_topic
+from integration_tests.conftest import create_topic, write_transaction
 from integration_tests.kafka_containers import docker_engine_reachable, ensure_image
 from kafka_eos.cluster import DEFAULT_KAFKA_VERSION
 from kafka_eos.cluster.base import DOCKER_KAFKA_DIR, wait_until_ready
@@ -59,21 +58,6 @@ def compose_up(file: Path, ports: dict[str, int]) -> Iterator[Callable[..., None
         run("down", "-v", "--timeout", "10")
 
 
-def _transaction(bootstrap: str, topic: str, values: list[str], *, commit: bool) -> None:
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": f"compose-{uuid.uuid4().hex}"}
-    )
-    producer.init_transactions(60)
-    producer.begin_transaction()
-    for value in values:
-        producer.produce(topic, value=value.encode())
-    assert producer.flush(60) == 0
-    if commit:
-        producer.commit_transaction(60)
-    else:
-        producer.abort_transaction(60)
-
-
 def _committed(bootstrap: str, topic: str) -> list[str]:
     return sorted(r.value.decode() for r in drain(bootstrap, topic, timeout_s=60))
 
@@ -84,8 +68,8 @@ def test_single_node_compose_file() -> None:
         bootstrap = f"localhost:{port}"
         wait_until_ready(bootstrap, nodes=1)
         topic = create_topic(bootstrap)
-        _transaction(bootstrap, topic, ["c1", "c2"], commit=True)
-        _transaction(bootstrap, topic, ["a1"], commit=False)
+        write_transaction(bootstrap, topic, ["c1", "c2"], commit=True, timeout_s=60)
+        write_transaction(bootstrap, topic, ["a1"], commit=False, timeout_s=60)
         assert _committed(bootstrap, topic) == ["c1", "c2"]
         assert len(drain(bootstrap, topic, "read_uncommitted", timeout_s=60)) == 3
 
@@ -96,8 +80,8 @@ def test_three_node_compose_file_survives_a_killed_node() -> None:
         bootstrap = ",".join(f"localhost:{port}" for port in ports.values())
         wait_until_ready(bootstrap, nodes=3)
         topic = create_topic(bootstrap, partitions=3, replication=3)
-        _transaction(bootstrap, topic, ["before"], commit=True)
+        write_transaction(bootstrap, topic, ["before"], commit=True, timeout_s=60)
         compose("kill", "kafka-2")
-        _transaction(bootstrap, topic, ["during"], commit=True)
-        _transaction(bootstrap, topic, ["aborted"], commit=False)
+        write_transaction(bootstrap, topic, ["during"], commit=True, timeout_s=60)
+        write_transaction(bootstrap, topic, ["aborted"], commit=False, timeout_s=60)
         assert _committed(bootstrap, topic) == ["before", "during"]

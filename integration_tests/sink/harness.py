@@ -8,6 +8,8 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,14 +44,27 @@ class Pipeline:
         timeout_s: float = 300,
     ) -> subprocess.CompletedProcess[str]:
         """Run the query to its end (or its crash) and return how it exited."""
+        with self.started(crash_at, options, partitions) as job:
+            stdout, stderr = job.communicate(timeout=timeout_s)
+        return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
+
+    @contextmanager
+    def started(
+        self,
+        crash_at: str | None = None,
+        options: dict[str, str] | None = None,
+        partitions: int | None = None,
+    ) -> Iterator[subprocess.Popen[str]]:
+        """The query running in the background while the block acts on the cluster; a job
+        still running when the block ends (a failed assertion, a timeout) is killed with its
+        whole group."""
         job = self.start(crash_at, options, partitions)
         try:
-            stdout, stderr = job.communicate(timeout=timeout_s)
+            yield job
         finally:
             if job.poll() is None:
                 os.killpg(job.pid, signal.SIGKILL)
                 job.wait()
-        return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
 
     def start(
         self,
@@ -57,7 +72,7 @@ class Pipeline:
         options: dict[str, str] | None = None,
         partitions: int | None = None,
     ) -> subprocess.Popen[str]:
-        """Start the query in the background; the caller waits for it (see :meth:`run`)."""
+        """Start the query in the background; :meth:`started` is the safe way to use it."""
         env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
         # Executors of a local-cluster start in a work dir of their own: let their Python
         # workers import the test data source too (the installed packages they find anyway).

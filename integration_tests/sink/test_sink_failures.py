@@ -111,8 +111,7 @@ def test_broker_crash_between_pre_commit_and_commit(
     cluster = kafka_factory(mode="process")
     bootstrap = cluster.bootstrap_servers
     pipeline = Pipeline(bootstrap, create_topic(bootstrap, partitions=2), tmp_path / "cp")
-    job = pipeline.start("driver.before_decision@1:stall=20")
-    try:
+    with pipeline.started("driver.before_decision@1:stall=20") as job:
         deadline = time.monotonic() + 120
         while pipeline.uncommitted_count() < 200:
             assert job.poll() is None and time.monotonic() < deadline, "batch 1 not written"
@@ -122,10 +121,6 @@ def test_broker_crash_between_pre_commit_and_commit(
         time.sleep(3)
         cluster.start_node(node)
         _, stderr = job.communicate(timeout=300)
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait()
     assert job.returncode == 0, stderr[-4000:]
     assert_exactly_once(pipeline)
     assert pipeline.uncommitted_count() == 300
@@ -142,8 +137,7 @@ def test_transaction_coordinator_killed_after_the_decision(
     bootstrap = cluster.bootstrap_servers
     topic = create_topic(bootstrap, partitions=2, replication=3)
     pipeline = Pipeline(bootstrap, topic, tmp_path / "cp")
-    job = pipeline.start("driver.before_end_txn@1#1:stall=20")
-    try:
+    with pipeline.started("driver.before_end_txn@1#1:stall=20") as job:
         deadline = time.monotonic() + 180
         while 1 not in pipeline.store().checkpoint_ids():
             assert job.poll() is None and time.monotonic() < deadline, "batch 1 not decided"
@@ -153,10 +147,6 @@ def test_transaction_coordinator_killed_after_the_decision(
         assert described is not None and described.state == TxnState.ONGOING
         cluster.stop_node(described.coordinator_id, hard=True)
         _, stderr = job.communicate(timeout=300)
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait()
     assert job.returncode == 0, stderr[-4000:]
     survivors = ",".join(
         address

@@ -3,27 +3,16 @@ retried, fail loudly, or mean "no such topic", each as Kafka means them. No brok
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
+from kafka_metadata import FakeMetadata, FakeTopic
 
 from connectors.kafka.offset_reader import KafkaOffsetReader
 from connectors.kafka.offsets import PartitionKey
 from connectors.kafka.source_errors import KafkaSourceError
 from connectors.kafka.source_options import parse_options
-
-
-class FakeTopic:
-    def __init__(self, partitions: Iterable[int], error: int | None = None) -> None:
-        self.partitions = dict.fromkeys(partitions)
-        self.error = KafkaError(error) if error is not None else None
-
-
-class FakeMetadata:
-    def __init__(self, topics: dict[str, FakeTopic]) -> None:
-        self.topics = topics
 
 
 class FakeConsumer:

@@ -3,10 +3,9 @@ when Kafka answers "out of range" or "unknown topic", and which are read. No bro
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
+from kafka_metadata import FakeMetadata, FakeTopic
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from connectors.kafka import range_reader, source_client
@@ -40,17 +39,6 @@ class FakeMessage:
 
     def headers(self) -> None:
         return None
-
-
-class FakeTopic:
-    def __init__(self, partitions: Iterable[int], error: KafkaError | None = None) -> None:
-        self.partitions = dict.fromkeys(partitions)
-        self.error = error
-
-
-class FakeMetadata:
-    def __init__(self, topics: dict[str, FakeTopic]) -> None:
-        self.topics = topics
 
 
 class FakeConsumer:
@@ -139,7 +127,7 @@ def test_out_of_range_beyond_the_log_end_names_the_missing_range() -> None:
 def test_a_deleted_topic_is_data_loss_as_failOnDataLoss_says() -> None:
     def consumer() -> FakeConsumer:
         answers = [[*records(0, 4), error(KafkaError.UNKNOWN_TOPIC_OR_PART)]]
-        gone = FakeTopic([], KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+        gone = FakeTopic([], KafkaError.UNKNOWN_TOPIC_OR_PART)
         return FakeConsumer(answers, topic=gone)
 
     with pytest.raises(DataLossError, match=r"t-0 is gone .* offsets \[4, 10\)"):
@@ -153,7 +141,7 @@ def test_a_deleted_topic_that_stalls_without_an_error_is_data_loss(
     """librdkafka reports nothing for an assigned partition whose topic was deleted: the
     check must come long before kafkaConsumer.pollTimeoutMs."""
     monkeypatch.setattr(range_reader, "_GONE_CHECK_S", 0.0)
-    gone = FakeTopic([], KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    gone = FakeTopic([], KafkaError.UNKNOWN_TOPIC_OR_PART)
     consumer = FakeConsumer([records(0, 4)], topic=gone)
     lenient = {"failOnDataLoss": "false", "kafkaConsumer.pollTimeoutMs": "600000"}
     assert read(consumer, 0, 10, **lenient) == [0, 1, 2, 3]
