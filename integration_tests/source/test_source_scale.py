@@ -1,6 +1,7 @@
 """Done-when of the source: a query reading a topic of many records, written in random
-committed and aborted transactions, with two forced restarts (the sink crashes in the middle
-of a batch, twice), delivers each committed record exactly once, counted per key.
+committed and aborted transactions of two producers that interleave in every partition, with
+two forced restarts (the sink crashes in the middle of a batch, twice), delivers each
+committed record exactly once, counted per key.
 
 ``KAFKA_EOS_SOURCE_SCALE_RECORDS`` sets the number of records (committed and aborted);
 the default is the issue's 1,000,000.
@@ -8,6 +9,7 @@ the default is the issue's 1,000,000.
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import time
@@ -36,38 +38,53 @@ SEED = 20251122
 
 
 def _write_transactions(bootstrap: str, topic: str, rng: random.Random) -> list[range]:
-    """Write keys 0..RECORDS-1 in transactions of random size, about a third aborted (after
-    a flush, so their records are in the log); return the committed key ranges."""
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "transactional.id": f"scale-{uuid.uuid4().hex}",
-            "linger.ms": 50,
-            "queue.buffering.max.messages": 200_000,
-        }
-    )
-    producer.init_transactions(30)
+    """Write keys 0..RECORDS-1 in transactions of random size from two producers whose open
+    transactions interleave record by record in the same partitions, about a third aborted
+    (after a flush, so their records are in the log); return the committed key ranges."""
+    producers = [
+        Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "transactional.id": f"scale-{uuid.uuid4().hex}",
+                "linger.ms": 50,
+                "queue.buffering.max.messages": 200_000,
+            }
+        )
+        for _ in range(2)
+    ]
+    for producer in producers:
+        producer.init_transactions(30)
     committed: list[range] = []
     first = 0
     while first < RECORDS:
-        keys = range(first, min(RECORDS, first + rng.randint(1, max(2, RECORDS // 25))))
-        producer.begin_transaction()
-        for key in keys:
-            text = str(key).encode()
-            while True:
-                try:
-                    producer.produce(topic, key=text, value=text, partition=key % PARTITIONS)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        assert producer.flush(120) == 0
-        if rng.random() < 0.33:
-            producer.abort_transaction(60)
-        else:
-            producer.commit_transaction(60)
-            committed.append(keys)
-        first = keys.stop
+        size = rng.randint(1, max(2, RECORDS // 50))
+        middle, last = min(RECORDS, first + size), min(RECORDS, first + 2 * size)
+        chunks = [range(first, middle), range(middle, last)]
+        for producer in producers:
+            producer.begin_transaction()
+        for pair in itertools.zip_longest(*chunks):
+            for producer, key in zip(producers, pair, strict=True):
+                if key is not None:
+                    _produce(producer, topic, key)
+        for producer, keys in zip(producers, chunks, strict=True):
+            assert producer.flush(120) == 0
+            if rng.random() < 0.33:
+                producer.abort_transaction(60)
+            else:
+                producer.commit_transaction(60)
+                committed.append(keys)
+        first = last
     return committed
+
+
+def _produce(producer: Producer, topic: str, key: int) -> None:
+    text = str(key).encode()
+    while True:
+        try:
+            producer.produce(topic, key=text, value=text, partition=key % PARTITIONS)
+            return
+        except BufferError:
+            producer.poll(0.05)
 
 
 def test_exactly_once_under_aborted_transactions_and_two_restarts(
