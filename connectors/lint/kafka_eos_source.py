@@ -16,9 +16,15 @@ in step.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from connectors.lint.client_keys import Client
+
+if TYPE_CHECKING:  # context imports this module: no runtime import back
+    from connectors.lint.context import LintContext
+    from connectors.lint.findings import Finding
+    from connectors.lint.rule import RuleMeta
 
 NAME = "the kafka-eos source"
 CLIENT: Client = "librdkafka"
@@ -35,3 +41,19 @@ REJECTED: Mapping[str, str] = {
     " startingOffsets (earliest, latest or JSON); offsets that retention deleted fail the"
     " query while failOnDataLoss is true (its default)",
 }
+
+
+def refused_option_findings(
+    rule: RuleMeta, ctx: LintContext, key: str, consequence: str = ""
+) -> Iterator[Finding]:
+    """``rule``'s finding for ``kafka.<key>`` in the source section, which the source
+    refuses at startup; ``consequence`` says what its forced value guarantees."""
+    rejected = ctx.rejected_source_option(key)
+    if rejected is None:
+        return
+    yield rule.finding(
+        f"{rejected}: {NAME} refuses this option and does not start"
+        f" (it forces {key}={FORCED[key]}{consequence})",
+        settings=(rejected,),
+        fix=f"remove {rejected.key}: {REJECTED[key]}",
+    )

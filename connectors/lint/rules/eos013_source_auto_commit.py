@@ -70,14 +70,7 @@ RULE = RuleMeta(id="EOS013", name="source-auto-commit", severity="warning")
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
-    rejected = ctx.rejected_source_option("enable.auto.commit")
-    if rejected is not None:
-        yield RULE.finding(
-            f"{rejected}: {kafka_eos_source.NAME} refuses this option and does not start"
-            " (it forces enable.auto.commit=false)",
-            settings=(rejected,),
-            fix=f"remove {rejected.key}: {kafka_eos_source.REJECTED['enable.auto.commit']}",
-        )
+    yield from kafka_eos_source.refused_option_findings(RULE, ctx, "enable.auto.commit")
     if ctx.source is None:
         return
     auto_commit = ctx.source.get("enable.auto.commit")

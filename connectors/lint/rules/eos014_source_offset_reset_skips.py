@@ -74,14 +74,9 @@ _LOUD = {"java": "none", "librdkafka": "error"}
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
-    rejected = ctx.rejected_source_option("auto.offset.reset")
-    if rejected is not None:
-        yield RULE.finding(
-            f"{rejected}: {kafka_eos_source.NAME} refuses this option and does not start"
-            " (it forces auto.offset.reset=error, so a missing offset never silently skips)",
-            settings=(rejected,),
-            fix=f"remove {rejected.key}: {kafka_eos_source.REJECTED['auto.offset.reset']}",
-        )
+    yield from kafka_eos_source.refused_option_findings(
+        RULE, ctx, "auto.offset.reset", ", so a missing offset never silently skips"
+    )
     if ctx.source is not None:
         reset = ctx.source.get("auto.offset.reset")
         if reset.value.strip().lower() in _SKIPPING:
