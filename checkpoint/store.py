@@ -105,7 +105,7 @@ class SnapshotStore:
         return self._read(Snapshot, as_checkpoint_id(checkpoint_id))
 
     def contains(self, checkpoint_id: int) -> bool:
-        """Whether ``checkpoint_id`` is decided; cheap (no read), for tasks of a replayed batch."""
+        """Whether ``checkpoint_id`` is decided; cheap (no read), asked before deciding it."""
         return self._fs.exists(self._path(as_checkpoint_id(checkpoint_id), "snapshot"))
 
     def checkpoint_ids(self) -> list[CheckpointId]:
