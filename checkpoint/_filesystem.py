@@ -2,17 +2,29 @@
 
 Internal: the store only needs read, atomic write, exists, list and delete, so that is all a
 backend offers. ``pyarrow.fs`` and fsspec are imported only for URIs, never for local paths.
-Whatever names the local disk (a path, ``file://``, a pyarrow or fsspec local filesystem) gets
+Whatever names the local disk (a path, ``file:``, a pyarrow or fsspec local filesystem) gets
 the fsyncing backend.
+
+A location is read as Hadoop's ``Path`` (so Spark) reads a checkpoint location; otherwise the
+store could keep its decisions on other storage than Spark's own checkpoint:
+
+* no scheme: a local path;
+* ``file:/a/b`` and ``file:///a/b``: the local ``/a/b``, taken literally (``%20`` stays
+  ``%20``); ``file://host/a/b`` and ``file:a/b`` are refused, as Hadoop refuses them;
+* ``hdfs:/a/b`` and ``hdfs:///a/b`` (no namenode): ``/a/b`` on the default filesystem
+  (``fs.defaultFS``), pyarrow's ``HadoopFileSystem("default", 0)``;
+* any other URI: ``pyarrow.fs``, or fsspec for the schemes pyarrow lacks.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import uuid
-from typing import TYPE_CHECKING, Protocol
-from urllib.parse import unquote, urlparse
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+from checkpoint.errors import ConfigError
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -32,16 +44,21 @@ def open_filesystem(
     location: str, filesystem: pyarrow.fs.FileSystem | None
 ) -> tuple[FileSystem, str]:
     """The backend for ``location`` and the root path inside it."""
-    if filesystem is None and ("://" not in location or location.startswith("file://")):
-        path = os.path.abspath(unquote(urlparse(location).path) if "://" in location else location)
-        return _LocalFileSystem(path), path
-    fs, root = (filesystem, location) if filesystem is not None else _from_uri(location)
-    local = _local_path(fs, root.rstrip("/"))
+    if filesystem is not None:
+        fs, root = filesystem, location
+    else:
+        uri = _split_uri(location)
+        if uri is None or uri.scheme == "file":
+            path = os.path.abspath(location if uri is None else _file_path(location, uri))
+            return _LocalFileSystem(path), path
+        fs, root = _from_uri(location, uri)
+    root = root.rstrip("/")
+    local = _local_path(fs, root)
     if local is not None:
         # The local disk behind a pyarrow or fsspec filesystem: pyarrow.fs has no fsync, and
         # without it a power loss can undo a rename that was reported done (a lost decision).
         return _LocalFileSystem(local), local
-    return _ArrowFileSystem(fs, root.rstrip("/")), root.rstrip("/")
+    return _ArrowFileSystem(fs, root), root
 
 
 # Hadoop's S3 connectors (what Spark users write) name the buckets pyarrow and fsspec call s3://.
@@ -60,9 +77,66 @@ def canonical_uri(location: str) -> str:
     return location
 
 
-def _from_uri(location: str) -> tuple[pyarrow.fs.FileSystem, str]:
+# Two characters at least: "C:" starts a Windows path, not a URI.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
+
+
+class _Uri(NamedTuple):
+    scheme: str  # lower case
+    authority: str | None  # None when absent or empty, as in file:/a and file:///a
+    path: str
+
+
+def _split_uri(location: str) -> _Uri | None:
+    """``location`` split as Hadoop's ``Path`` splits it, or None if it has no scheme.
+
+    >>> _split_uri("hdfs:/a/b")
+    _Uri(scheme='hdfs', authority=None, path='/a/b')
+    >>> _split_uri("file:///a/b")
+    _Uri(scheme='file', authority=None, path='/a/b')
+    >>> _split_uri("s3a://bucket/q%20#1"), _split_uri("/a/b")
+    (_Uri(scheme='s3a', authority='bucket', path='/q%20#1'), None)
+    """
+    match = _SCHEME.match(location)
+    if match is None:
+        return None
+    rest = location[match.end() :]
+    authority = None
+    if rest.startswith("//") and len(rest) > 2:
+        end = rest.find("/", 2)
+        end = len(rest) if end < 0 else end
+        authority, rest = rest[2:end] or None, rest[end:]
+    return _Uri(match[1].lower(), authority, rest)
+
+
+def _absolute_path(location: str, uri: _Uri) -> str:
+    """The path of a URI without authority; Hadoop takes it literally (no %-decoding)."""
+    if not uri.path.startswith("/"):
+        raise ConfigError(
+            f"location {location!r} is a relative path in a {uri.scheme}: URI, which Hadoop "
+            f"and Spark refuse ('Relative path in absolute URI'). Write an absolute path, e.g. "
+            f"{uri.scheme}:/checkpoints/q"
+        )
+    return "/" + uri.path.lstrip("/")  # file:////a is /a to Hadoop; //a need not be to POSIX
+
+
+def _file_path(location: str, uri: _Uri) -> str:
+    """The local path a ``file:`` URI names."""
+    if uri.authority is not None:
+        raise ConfigError(
+            f"location {location!r} names the host {uri.authority!r}, but a file: URI has no "
+            f"host: Hadoop and Spark refuse it ('Wrong FS'). Write the local path as "
+            f"file:{uri.path} or file://{uri.path}"
+        )
+    return _absolute_path(location, uri)
+
+
+def _from_uri(location: str, uri: _Uri) -> tuple[pyarrow.fs.FileSystem, str]:
     import pyarrow.fs  # remote only: keeps local use free of the import cost
 
+    if uri.scheme == "hdfs" and uri.authority is None:
+        path = _absolute_path(location, uri)
+        return _default_hdfs(location, path), path
     location = canonical_uri(location)
     try:
         return pyarrow.fs.FileSystem.from_uri(location)
@@ -71,6 +145,30 @@ def _from_uri(location: str) -> tuple[pyarrow.fs.FileSystem, str]:
 
         spec_fs, root = url_to_fs(location)
         return pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(spec_fs)), root
+
+
+def _default_hdfs(location: str, path: str) -> pyarrow.fs.FileSystem:
+    """The default filesystem, where Hadoop resolves ``hdfs:/path`` (no namenode named).
+
+    pyarrow's own parse of such a URI would ask libhdfs for the namenode "hdfs://", not for the
+    default; host "default" (port 0) is libhdfs's name for ``fs.defaultFS``. Unlike Hadoop,
+    libhdfs opens ``fs.defaultFS`` whatever its scheme; Spark, which refuses ``hdfs:/path`` when
+    it is not ``hdfs://...``, fails on such a checkpoint before the store is asked.
+    """
+    import pyarrow.fs
+
+    try:
+        return pyarrow.fs.HadoopFileSystem("default", 0)
+    except (OSError, pyarrow.ArrowException) as error:
+        reason = (str(error).strip() or repr(error)).splitlines()[0]
+        raise ConfigError(
+            f"location {location!r} is the HDFS path {path} on the default filesystem "
+            f"(fs.defaultFS), as Hadoop reads an hdfs: URI without a namenode, but it cannot "
+            f"be opened: {reason}. Name the namenode in the location, e.g. "
+            f"hdfs://namenode:8020{path}, or give this process the Hadoop configuration that "
+            "sets fs.defaultFS (HADOOP_CONF_DIR); either way HDFS needs libhdfs and a JVM "
+            "(JAVA_HOME, HADOOP_HOME or ARROW_LIBHDFS_DIR, CLASSPATH=$(hadoop classpath --glob))"
+        ) from error
 
 
 def _local_path(fs: pyarrow.fs.FileSystem, path: str) -> str | None:
@@ -196,3 +294,8 @@ class _ArrowFileSystem:
     def delete(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self._fs.delete_file(path)
+
+
+def is_local(fs: FileSystem) -> bool:
+    """Whether ``fs`` is the local disk, however the location named it."""
+    return isinstance(fs, _LocalFileSystem)
