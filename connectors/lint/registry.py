@@ -32,6 +32,7 @@ from connectors.lint.rules import (
     eos014_source_offset_reset_skips,
     eos015_source_retention_shorter_than_checkpoint_age,
     eos016_max_poll_interval_below_batch,
+    eos017_unbounded_first_batch,
 )
 
 _MODULES: tuple[ModuleType, ...] = (
@@ -51,6 +52,7 @@ _MODULES: tuple[ModuleType, ...] = (
     eos014_source_offset_reset_skips,
     eos015_source_retention_shorter_than_checkpoint_age,
     eos016_max_poll_interval_below_batch,
+    eos017_unbounded_first_batch,
 )
 
 

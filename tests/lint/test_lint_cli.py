@@ -45,7 +45,7 @@ def test_clean_config_exits_zero(cli, write):
         write("c.properties", GOOD_CONSUMER),
     )
     assert result.exit_code == 0, result.output
-    assert result.output == "no findings (16 rules checked, librdkafka defaults)\n"
+    assert result.output == "no findings (17 rules checked, librdkafka defaults)\n"
 
 
 def test_clean_pipeline_file_exits_zero(cli, write):
@@ -162,14 +162,14 @@ def test_ignore(cli, write):
         "transaction-timeout-stalls-readers",
     )
     assert result.exit_code == 0
-    assert "14 rules checked" in result.output
+    assert "15 rules checked" in result.output
 
 
 def test_list_rules(cli):
     result = cli("--list-rules")
     assert result.exit_code == 0
     lines = result.output.splitlines()
-    assert len(lines) == 16
+    assert len(lines) == 17
     assert lines[0].startswith("EOS001  error    transaction-timeout-above-broker-max: ")
 
 
@@ -203,7 +203,9 @@ def test_unreachable_cluster_exits_2(cli):
 
 SPARK_PIPELINE = """
 sink: {kafka.transaction.timeout.ms: 900000, transactionalIdPrefix: orders-v1, topic: out}
-source: {subscribe: orders, kafka.group.id: lag-monitor, startingOffsets: earliest}
+source:
+  {subscribe: orders, kafka.group.id: lag-monitor, startingOffsets: earliest,
+   maxOffsetsPerTrigger: 500000}
 timing: {max_batch_duration: 6m, max_restart_time: 30s}
 rule_options: {EOS002: {safety_factor: 2}}
 """

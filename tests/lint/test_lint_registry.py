@@ -9,7 +9,7 @@ from connectors.lint.registry import rule_ids, selected_rules
 
 
 def test_ids_are_sequential_and_names_unique():
-    assert list(RULES) == [f"EOS{n:03d}" for n in range(1, 17)]
+    assert list(RULES) == [f"EOS{n:03d}" for n in range(1, 18)]
     assert len({rule.meta.name for rule in RULES.values()}) == len(RULES)
 
 
