@@ -164,3 +164,23 @@ class ParticipantFenced(KafkaEosError):
 
     Known-fatal for this instance: it is a zombie and must stop writing; never retry.
     """
+
+
+class ReusedCheckpointId(KafkaEosError):
+    """A decided checkpoint id came back with another plan: the engine's log of it was
+    deleted and planned anew. Its participants trusted the old decision and wrote nothing, so
+    passing would record the new plan as done without its output (a silent loss)."""
+
+    def __init__(self, checkpoint_id: int, decided_plan: str, plan: str, location: str) -> None:
+        self.checkpoint_id = checkpoint_id
+        self.decided_plan = decided_plan
+        self.plan = plan
+        super().__init__(
+            f"checkpoint {checkpoint_id} was decided in {location} for plan {decided_plan}, "
+            f"but it now runs with plan {plan}: its plan was logged anew (in Spark: "
+            f"offsets/{checkpoint_id} was deleted or replaced after the sink committed batch "
+            f"{checkpoint_id}). The decided output of the old plan is committed; the new plan's "
+            "input was not written. Restore the original offsets/"
+            f"{checkpoint_id} from a backup, or start a new query (new checkpoint location) "
+            "from the offsets where the old plan ended."
+        )

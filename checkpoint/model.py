@@ -20,8 +20,8 @@ CheckpointId = NewType("CheckpointId", int)
 TopicPartition = tuple[str, int]
 
 COMMITTABLE_VERSION = 1
-SNAPSHOT_VERSION = 1
-CONFIRMATION_VERSION = 1
+SNAPSHOT_VERSION = 2  # 2 adds "plan"; version 1 files read with plan None
+CONFIRMATION_VERSION = 2  # 2 adds "accepted_loss"; version 1 files read with none
 
 
 def as_checkpoint_id(value: object) -> CheckpointId:
@@ -45,7 +45,8 @@ class Committable:
 
     It is self-sufficient: any process (the driver, or a new one after a crash) can commit or
     abort the transaction from these fields alone, without the producer that wrote it.
-    ``producer_id`` and ``epoch`` may be -1 when no transaction was opened (nothing written).
+    A task that wrote nothing opened no transaction: :meth:`nothing_written` names it, with
+    ``producer_id`` and ``epoch`` -1, and :attr:`wrote_nothing` tells it apart.
     """
 
     transactional_id: str
@@ -67,6 +68,15 @@ class Committable:
         except (TypeError, ValueError) as exc:
             raise FormatError(f"partitions must be (topic, partition) pairs: {exc}") from exc
         object.__setattr__(self, "partitions", parts)
+
+    @classmethod
+    def nothing_written(cls, transactional_id: str) -> Committable:
+        """What a task with no input hands over: there is no transaction to commit."""
+        return cls(transactional_id, -1, -1, 0)
+
+    @property
+    def wrote_nothing(self) -> bool:
+        return self.producer_id < 0
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -101,7 +111,9 @@ class Snapshot:
 
     Its existence in the store is the decision: all ``committables`` must become visible, and
     the source resumes from ``source_offsets``. In Spark the offsets live in Spark's own
-    ``offsets/N`` log, so the sink leaves them empty.
+    ``offsets/N`` log, so the sink leaves them empty and records ``plan``, a fingerprint of
+    that log entry: a batch id reused for another plan (``offsets/N`` deleted and planned
+    anew) must not pass for the batch this decision committed.
     """
 
     checkpoint_id: CheckpointId
@@ -110,6 +122,7 @@ class Snapshot:
     source_offsets: tuple[SourceOffset, ...] = ()
     triggered_at_ms: int | None = None
     decided_at_ms: int | None = None
+    plan: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checkpoint_id", as_checkpoint_id(self.checkpoint_id))
@@ -142,6 +155,7 @@ class Snapshot:
             "pipeline_id": self.pipeline_id,
             "triggered_at_ms": self.triggered_at_ms,
             "decided_at_ms": self.decided_at_ms,
+            "plan": self.plan,
             "source_offsets": [
                 {"topic": o.topic, "partition": o.partition, "offset": o.offset}
                 for o in self.source_offsets
@@ -151,7 +165,7 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Snapshot:
-        _check_version(data, "snapshot", SNAPSHOT_VERSION)
+        _check_version(data, "snapshot", SNAPSHOT_VERSION, readable=(1,))
         try:
             offsets = tuple(
                 SourceOffset(o["topic"], o["partition"], o["offset"])
@@ -166,19 +180,80 @@ class Snapshot:
             source_offsets=offsets,
             triggered_at_ms=data.get("triggered_at_ms"),
             decided_at_ms=data.get("decided_at_ms"),
+            plan=data.get("plan"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedLoss:
+    """An operator's acceptance that transactions of a decided checkpoint will never commit.
+
+    The broker ended them before their commit (their ``transaction.timeout.ms`` expired), so
+    recovery would fail on them at every restart. Recorded in the checkpoint's confirmation,
+    with who accepted it and why, so that the loss is on record and not silent
+    (``kafka-eos txn resolve --accept-loss``).
+    """
+
+    lost: tuple[Committable, ...]
+    reason: str
+    accepted_by: str
+
+    def __post_init__(self) -> None:
+        lost = self.lost
+        if (
+            not isinstance(lost, tuple | list)
+            or not lost
+            or not all(isinstance(c, Committable) for c in lost)
+        ):
+            raise FormatError(f"an accepted loss names one Committable or more, got {lost!r}")
+        object.__setattr__(self, "lost", tuple(lost))
+        for name in ("reason", "accepted_by"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise FormatError(f"{name} of an accepted loss must be a non-empty str: {value!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "lost": [c.to_dict() for c in self.lost],
+            "reason": self.reason,
+            "accepted_by": self.accepted_by,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AcceptedLoss:
+        if not isinstance(data, Mapping):
+            raise FormatError(f"accepted_loss must be a JSON object, got {type(data).__name__}")
+        lost = _field(data, "lost", "accepted loss")
+        if not isinstance(lost, list):
+            raise FormatError(f'accepted loss "lost" must be a list, got {type(lost).__name__}')
+        return cls(
+            lost=tuple(Committable.from_dict(c) for c in lost),
+            reason=_field(data, "reason", "accepted loss"),
+            accepted_by=_field(data, "accepted_by", "accepted loss"),
         )
 
 
 @dataclass(frozen=True, slots=True)
 class Confirmation:
-    """Record that every committable of a decided checkpoint committed.
+    """Record that every committable of a decided checkpoint committed, or, with
+    ``accepted_loss``, that the ones it names never will and an operator accepted that.
 
     Without it a decided checkpoint is "decided but unconfirmed" and ``recover()`` commits its
-    transactions again; with it recovery leaves the (possibly long reused) ids alone.
+    transactions again; with it recovery leaves the (possibly long reused) ids alone. Version
+    2 adds ``accepted_loss``; version 1 files read as confirmations without one.
     """
 
     checkpoint_id: CheckpointId
     confirmed_at_ms: int | None = None
+    accepted_loss: AcceptedLoss | None = None
+
+    def __post_init__(self) -> None:
+        loss = self.accepted_loss
+        if loss is not None and not isinstance(loss, AcceptedLoss):
+            raise FormatError(f"accepted_loss must be an AcceptedLoss, got {loss!r}")
+        if loss is not None and self.confirmed_at_ms is None:
+            # The record of an accepted loss says when, as well as who and why.
+            raise FormatError("a confirmation with an accepted loss needs its confirmed_at_ms")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -186,23 +261,31 @@ class Confirmation:
             "kind": "confirmation",
             "checkpoint_id": self.checkpoint_id,
             "confirmed_at_ms": self.confirmed_at_ms,
+            "accepted_loss": None if self.accepted_loss is None else self.accepted_loss.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Confirmation:
-        _check_version(data, "confirmation", CONFIRMATION_VERSION)
+        _check_version(data, "confirmation", CONFIRMATION_VERSION, readable=(1,))
+        loss = data.get("accepted_loss")
         return cls(
             checkpoint_id=as_checkpoint_id(_field(data, "checkpoint_id", "confirmation")),
             confirmed_at_ms=data.get("confirmed_at_ms"),
+            accepted_loss=None if loss is None else AcceptedLoss.from_dict(loss),
         )
 
 
-def _check_version(data: Mapping[str, Any], kind: str, supported: int) -> None:
+def _check_version(
+    data: Mapping[str, Any], kind: str, supported: int, *, readable: tuple[int, ...] = ()
+) -> None:
+    """``supported`` is the version written; ``readable`` lists older ones still read, with
+    defaults for the fields they lack."""
     if not isinstance(data, Mapping):
         raise FormatError(f"{kind} must be a JSON object, got {type(data).__name__}")
     seen = data.get("version")
-    if seen != supported or isinstance(seen, bool):
-        raise UnsupportedFormatVersion(kind, seen, (supported,))
+    versions = (*readable, supported)
+    if seen not in versions or isinstance(seen, bool):
+        raise UnsupportedFormatVersion(kind, seen, versions)
     declared = data.get("kind", kind)
     if declared != kind:
         raise FormatError(f'expected a {kind}, got "kind": {declared!r}')

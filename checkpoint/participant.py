@@ -4,7 +4,8 @@ Two roles, because in Spark they run in different processes:
 
 * the **writer** half (``begin_transaction``, ``pre_commit``) runs in a task on an executor,
   once per task and checkpoint (micro-batch);
-* the **committer** half (``commit``, ``abort``, ``recover``) runs on the driver, in
+* the **committer** half (``commit``, ``commit_all``, ``verify``, ``abort``,
+  ``abort_lingering``) runs on the driver, in
   ``DataSourceStreamWriter.commit/abort`` and at query start, on committables the tasks
   returned. It must work on a fresh instance built from configuration alone: the producer that
   wrote a transaction is gone by then (other process, or a crash).
@@ -34,7 +35,7 @@ The examples use the in-memory reference implementation from :mod:`checkpoint.te
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from checkpoint.model import CheckpointId, Committable
@@ -84,24 +85,69 @@ class Committer(Protocol):
         """
         ...
 
-    def recover(self, decided: Sequence[Committable]) -> None:
-        """Abort every lingering transaction in this instance's scope except ``decided``.
+    def commit_all(self, committables: Sequence[Committable]) -> Sequence[tuple[str, Exception]]:
+        """Step 4 for a whole decision: :meth:`commit` each, under one deadline, concurrently
+        where the system allows; one failure never stops the others. Returns the failures as
+        (transactional id, error), in the order of ``committables``.
 
-        Runs on the driver at (re)start, before any task begins a transaction, after the
-        coordinator committed ``decided`` (the newest decision) again. A lingering transaction
-        was opened or pre-committed by a run that crashed before its checkpoint was decided:
-        presumed abort. Aborting it also fences zombie writers of the old run (Kafka bumps the
-        producer epoch of the transactional id).
+        >>> from checkpoint.testing import InMemoryBroker, InMemoryParticipant
+        >>> broker = InMemoryBroker()
+        >>> tasks = [InMemoryParticipant(broker, f"sink-{n}") for n in range(2)]
+        >>> for n, task in enumerate(tasks):
+        ...     task.begin_transaction(1); task.write(1, n)
+        >>> InMemoryParticipant(broker, "sink").commit_all([t.pre_commit(1) for t in tasks])
+        []
+        >>> broker.visible
+        [0, 1]
+        """
+        ...
+
+    def verify(self, checkpoint_id: CheckpointId, committables: Sequence[Committable]) -> None:
+        """Check, just before the decision, that every committable can still be committed.
+
+        Raise if one cannot (ended, fenced, or too close to a timeout that would end it
+        before its commit): nothing is decided then, and the checkpoint is replayed.
+
+        >>> from checkpoint.testing import InMemoryBroker, InMemoryParticipant
+        >>> broker = InMemoryBroker()
+        >>> task = InMemoryParticipant(broker, "sink-0")
+        >>> task.begin_transaction(1); task.write(1, "a")
+        >>> committable = task.pre_commit(1)
+        >>> InMemoryParticipant(broker, "sink").verify(1, [committable])
+        """
+        ...
+
+    def abort_lingering(self, keep: Sequence[Committable]) -> None:
+        """Abort every lingering transaction in this instance's scope except ``keep``.
+
+        Runs on the driver: before a decision, on the abort notification, and at (re)start
+        after the coordinator committed the decided ones again. A lingering transaction was
+        opened or pre-committed by an attempt that died, a zombie, or a run that crashed
+        before its checkpoint was decided: presumed abort. Transactions that another pipeline
+        owns are outside the scope, and are never aborted.
 
         >>> from checkpoint.testing import InMemoryBroker, InMemoryParticipant
         >>> broker = InMemoryBroker()
         >>> task = InMemoryParticipant(broker, "sink-0")
         >>> task.begin_transaction(4); task.write(4, "never decided")
-        >>> InMemoryParticipant(broker, "sink").recover(decided=[])
+        >>> InMemoryParticipant(broker, "sink").abort_lingering(keep=[])
         >>> [t.state.value for t in broker.transactions()]
         ['aborted']
         """
         ...
+
+
+def commit_each(
+    commit: Callable[[Committable], None], committables: Sequence[Committable]
+) -> list[tuple[str, Exception]]:
+    """:meth:`Committer.commit_all` for a committer that commits one at a time."""
+    failures: list[tuple[str, Exception]] = []
+    for committable in committables:
+        try:
+            commit(committable)
+        except Exception as exc:
+            failures.append((committable.transactional_id, exc))
+    return failures
 
 
 @runtime_checkable

@@ -3,7 +3,8 @@
 Layout under ``location`` (Spark sink: ``<checkpointLocation>/kafka-eos/<sink>``)::
 
     <id>.snapshot.json     the decision (a Snapshot); its existence means "checkpoint complete"
-    <id>.confirmed.json    every transaction of <id> committed (a Confirmation)
+    <id>.confirmed.json    every transaction of <id> committed, or an operator accepted the
+                           loss of the ones that never will (a Confirmation)
     .<name>.tmp-<uuid>     a write in progress or left by a crash; readers skip it
 
 Why it is safe:
@@ -33,7 +34,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any
 
-from checkpoint._filesystem import open_filesystem
+from checkpoint._filesystem import canonical_uri, is_local, open_filesystem
 from checkpoint.errors import (
     ConfigError,
     CorruptSnapshotError,
@@ -41,7 +42,7 @@ from checkpoint.errors import (
     ProtocolError,
     UnsupportedFormatVersion,
 )
-from checkpoint.model import CheckpointId, Confirmation, Snapshot, as_checkpoint_id
+from checkpoint.model import AcceptedLoss, CheckpointId, Confirmation, Snapshot, as_checkpoint_id
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -58,6 +59,27 @@ def location_exists(location: str | os.PathLike[str]) -> bool:
     """
     fs, path = open_filesystem(os.fspath(location), None)
     return fs.exists(path)
+
+
+def read_location(location: str | os.PathLike[str]) -> bytes | None:
+    """The bytes of the file at ``location``, resolved as a store there would be; None if
+    there is none. Lets an engine fingerprint its own log entries (Spark's ``offsets/N``)."""
+    fs, path = open_filesystem(os.fspath(location), None)
+    try:
+        return fs.read(path)
+    except FileNotFoundError:
+        return None
+
+
+def location_identity(location: str | os.PathLike[str]) -> str:
+    """One name per storage location, however it is spelled (a trailing slash, a relative
+    path, ``file:`` or not, ``s3a://`` for ``s3://``), so that a query keeps one identity
+    across restarts that spell its checkpoint location differently."""
+    raw = os.fspath(location)
+    fs, root = open_filesystem(raw, None)
+    if is_local(fs):
+        return f"file:{root}"
+    return canonical_uri(raw).rstrip("/")  # the host stays: hdfs://nn1/a is not hdfs://nn2/a
 
 
 class SnapshotStore:
@@ -119,18 +141,53 @@ class SnapshotStore:
 
     # -- confirmations ---------------------------------------------------------------------
 
-    def confirm(self, checkpoint_id: int, *, confirmed_at_ms: int | None = None) -> None:
-        """Record that every transaction of a decided checkpoint committed."""
+    def confirm(
+        self,
+        checkpoint_id: int,
+        *,
+        confirmed_at_ms: int | None = None,
+        accepted_loss: AcceptedLoss | None = None,
+    ) -> None:
+        """Record that every transaction of a decided checkpoint committed; idempotent.
+
+        With ``accepted_loss``: that the transactions it names never will, and an operator
+        accepted it (see :meth:`_check_loss` for when that is refused).
+        """
         cid = as_checkpoint_id(checkpoint_id)
         if not self.contains(cid):
             raise ProtocolError(f"cannot confirm checkpoint {cid}: it has no decision in {self}")
-        if not self.is_confirmed(cid):
-            payload = _encode(Confirmation(cid, confirmed_at_ms))
-            self._fs.write_atomic(self._path(cid, "confirmed"), payload)
+        if accepted_loss is not None:
+            self._check_loss(cid, accepted_loss)
+        elif self.is_confirmed(cid):
+            return
+        record = Confirmation(cid, confirmed_at_ms, accepted_loss)
+        self._fs.write_atomic(self._path(cid, "confirmed"), _encode(record))
+
+    def _check_loss(self, cid: CheckpointId, loss: AcceptedLoss) -> None:
+        """A loss is accepted once, for an unconfirmed decision that holds every lost
+        transaction as it is: it must never replace a confirmation that says everything
+        committed, nor name a transaction that the decision does not hold."""
+        if self.is_confirmed(cid):
+            raise ProtocolError(
+                f"cannot accept a loss in checkpoint {cid}: it is already confirmed in "
+                f"{self._path(cid, 'confirmed')}, so recovery no longer commits it"
+            )
+        decision = self.get(cid)
+        held = () if decision is None else decision.committables
+        foreign = [c for c in loss.lost if c not in held]
+        if foreign:
+            raise ProtocolError(
+                f"cannot accept the loss of {foreign!r} in checkpoint {cid}: its decision in "
+                f"{self._path(cid, 'snapshot')} holds {list(held)!r}"
+            )
+
+    def confirmation(self, checkpoint_id: int) -> Confirmation | None:
+        """The confirmation of ``checkpoint_id``, with its accepted loss if any; or None."""
+        return self._read(Confirmation, as_checkpoint_id(checkpoint_id))
 
     def is_confirmed(self, checkpoint_id: int) -> bool:
         # A damaged confirmation is reported, not trusted.
-        return self._read(Confirmation, as_checkpoint_id(checkpoint_id)) is not None
+        return self.confirmation(checkpoint_id) is not None
 
     def unconfirmed_ids(self) -> list[CheckpointId]:
         """Decided checkpoints whose commits are not all known to have happened, ascending."""

@@ -15,6 +15,7 @@ from typing import Any
 
 from checkpoint.errors import KafkaEosError, ParticipantFenced, ProtocolError
 from checkpoint.model import CheckpointId, Committable, TopicPartition
+from checkpoint.participant import commit_each
 
 
 class ManualClock:
@@ -117,6 +118,10 @@ class InMemoryBroker:
         txn.state = TransactionState.COMMITTED
         self.visible.extend(txn.records)
 
+    def state_of(self, key: tuple[str, int, int]) -> TransactionState | None:
+        txn = self._transactions.get(key)
+        return None if txn is None else txn.state
+
     def transactions(self, prefix: str = "") -> list[Transaction]:
         return [t for t in self._transactions.values() if t.transactional_id.startswith(prefix)]
 
@@ -175,10 +180,22 @@ class InMemoryParticipant:
     def abort(self, committable: Committable) -> None:
         self.broker.end(committable, commit=False)
 
-    def recover(self, decided: Sequence[Committable]) -> None:
-        keep = {c.key for c in decided}
+    def commit_all(self, committables: Sequence[Committable]) -> list[tuple[str, Exception]]:
+        return commit_each(self.commit, committables)
+
+    def verify(self, checkpoint_id: CheckpointId, committables: Sequence[Committable]) -> None:
+        for committable in committables:
+            state = self.broker.state_of(committable.key)
+            if state is not TransactionState.PREPARED:
+                raise TransactionError(
+                    f"checkpoint {checkpoint_id}: transaction {committable.key} is "
+                    f"{'unknown' if state is None else state.value}, not pre-committed"
+                )
+
+    def abort_lingering(self, keep: Sequence[Committable]) -> None:
+        kept = {c.key for c in keep}
         for txn in self.broker.lingering(f"{self.prefix}-"):
-            if txn.key not in keep:
+            if txn.key not in kept:
                 self.abort(Committable(*txn.key, record_count=len(txn.records)))
 
     def _key(self, checkpoint_id: CheckpointId) -> tuple[str, int, int]:

@@ -11,13 +11,16 @@ loss and fails loudly), unknown (raised).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from checkpoint.crashpoints import crash_point
 from checkpoint.deadline import Deadline
-from checkpoint.model import Committable
-from connectors.kafka.errors import PreCommitLostError, TransactionLostError
+from checkpoint.model import CheckpointId, Committable
+from connectors.kafka.errors import PreCommitLostError, PrefixConflictError, TransactionLostError
+from connectors.kafka.lifetime import commit_margin_ms, remaining_ms
+from connectors.kafka.naming import TransactionalIdNaming
 from connectors.kafka.transactions import (
     ENDED_OR_FENCED_ERRORS,
     TransactionAdmin,
@@ -29,14 +32,26 @@ _log = logging.getLogger(__name__)
 
 
 class KafkaCommitter:
-    """Commits and aborts the transactions of one transactional-id prefix."""
+    """Commits and aborts the transactions of one query (one :class:`TransactionalIdNaming`).
+
+    Without ``naming`` it can commit and abort given transactions, but not find lingering
+    ones (the operator commands use it so).
+    """
 
     def __init__(
-        self, client_config: Mapping[str, Any], prefix: str, timeout_s: float = 60.0
+        self,
+        client_config: Mapping[str, Any],
+        naming: TransactionalIdNaming | None = None,
+        timeout_s: float = 60.0,
+        *,
+        location: str = "",
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._client_config = dict(client_config)
-        self._prefix = prefix
+        self._naming = naming
         self._timeout_s = timeout_s
+        self._location = location
+        self._wall_clock = wall_clock
         self._admin: TransactionAdmin | None = None
 
     @property
@@ -50,52 +65,81 @@ class KafkaCommitter:
             self._admin.close()
             self._admin = None
 
-    def verify_pre_committed(self, batch_id: int, committables: Sequence[Committable]) -> None:
-        """Before the decision: every transaction must still be the open one its task left.
+    def verify(self, checkpoint_id: CheckpointId, committables: Sequence[Committable]) -> None:
+        """Just before the decision: every transaction must still be the open one its task
+        left, with at least the commit margin of its timeout left.
 
-        A transaction the broker already aborted (timeout) must stop the batch *before* it is
-        decided; deciding it would turn a harmless replay into data loss.
+        A transaction the broker already aborted (timeout), or will abort before the driver
+        can commit it, must stop the batch *before* it is decided: deciding it would turn a
+        harmless replay into data loss.
         """
-        wrote = [c for c in committables if c.producer_id >= 0]
-        described = self.admin.describe(c.transactional_id for c in wrote)
-        for c in wrote:
+        described = self.admin.describe(c.transactional_id for c in committables)
+        now_ms = int(self._wall_clock() * 1000)
+        for c in committables:
             now = described[c.transactional_id]
             if now is None:
-                raise PreCommitLostError(batch_id, c.transactional_id, "the id is unknown")
+                raise PreCommitLostError(checkpoint_id, c.transactional_id, "the id is unknown")
             if (now.state, now.producer_id, now.epoch) != (
                 TxnState.ONGOING,
                 c.producer_id,
                 c.epoch,
             ):
                 raise PreCommitLostError(
-                    batch_id,
+                    checkpoint_id,
                     c.transactional_id,
                     f"expected Ongoing with producer id {c.producer_id} and epoch {c.epoch}, "
                     f"found {now.state.value} with producer id {now.producer_id} and epoch "
                     f"{now.epoch}",
                 )
+            left_ms = remaining_ms(now.start_time_ms, now.timeout_ms, now_ms)
+            margin_ms = commit_margin_ms(now.timeout_ms)
+            if left_ms < margin_ms:
+                raise PreCommitLostError(
+                    checkpoint_id,
+                    c.transactional_id,
+                    f"it began {(now_ms - now.start_time_ms) / 1000:.1f} s ago and the broker "
+                    f"aborts it after transaction.timeout.ms = {now.timeout_ms}: "
+                    f"{max(left_ms, 0) / 1000:.1f} s left, below the commit margin of "
+                    f"{margin_ms / 1000:.1f} s that deciding and committing it needs",
+                )
 
     def commit(self, committable: Committable) -> None:
-        if committable.producer_id < 0:
-            return  # the task wrote nothing and opened no transaction
-        crash_point("driver.before_end_txn")
-        error = self.admin.end_transaction(
-            committable.transactional_id,
-            committable.producer_id,
-            committable.epoch,
-            commit=True,
-            deadline=Deadline(self._timeout_s),
-        )
-        if error is None:
-            return
-        if not issubclass(error, ENDED_OR_FENCED_ERRORS):
-            raise TransactionLostError(
-                committable.transactional_id,
-                committable.producer_id,
-                committable.epoch,
-                f"EndTxn(commit) answered {error.__name__}",
-            )
-        now = self.admin.describe([committable.transactional_id])[committable.transactional_id]
+        """Commit one transaction; see :meth:`commit_all`."""
+        failures = self.commit_all([committable])
+        if failures:
+            raise failures[0][1]
+
+    def commit_all(self, committables: Sequence[Committable]) -> list[tuple[str, Exception]]:
+        """EndTxn(commit) of every transaction under one ``timeout_s`` deadline.
+
+        A transaction that answers "ended or fenced", or any other non-retriable error, is
+        described before anything is concluded: already committed is success (a re-driven
+        commit after a crash), anything else is :class:`TransactionLostError`.
+        """
+        deadline = Deadline(self._timeout_s)
+        failures: list[tuple[str, Exception]] = []
+        for committable in committables:
+            if committable.wrote_nothing:
+                continue  # the task wrote nothing and opened no transaction
+            crash_point("driver.before_end_txn")
+            try:
+                error = self.admin.end_transaction(
+                    committable.transactional_id,
+                    committable.producer_id,
+                    committable.epoch,
+                    commit=True,
+                    deadline=deadline,
+                )
+                if error is not None:
+                    self._check_committed(committable, error)
+            except Exception as exc:
+                failures.append((committable.transactional_id, exc))
+        return failures
+
+    def _check_committed(self, committable: Committable, error: type[Exception]) -> None:
+        """EndTxn answered ``error``: success only if the transaction is committed already."""
+        tid = committable.transactional_id
+        now = self.admin.describe([tid])[tid]
         if now is not None and now.is_commit_of(
             committable.producer_id, committable.epoch, epoch_bumped=self.admin.epoch_bumps_on_end
         ):
@@ -105,8 +149,19 @@ class KafkaCommitter:
             if now is None
             else (f"now {now.state.value} with producer id {now.producer_id}, epoch {now.epoch}")
         )
+        if (
+            now is not None
+            and now.state == TxnState.ONGOING
+            and (now.producer_id, now.epoch) == (committable.producer_id, committable.epoch)
+        ):
+            # Still open and ours (an authorization error, an unsupported version, a broker
+            # bug): not lost yet, and recovery can commit it once the cause is fixed.
+            raise error(
+                f"EndTxn(commit) of {tid} answered {error.__name__}; the transaction is still "
+                "open and is committed again at the next restart"
+            )
         raise TransactionLostError(
-            committable.transactional_id,
+            tid,
             committable.producer_id,
             committable.epoch,
             f"EndTxn(commit) answered {error.__name__}; the transaction is {seen}",
@@ -114,29 +169,37 @@ class KafkaCommitter:
 
     def abort(self, committable: Committable) -> None:
         """Abort a pre-committed transaction; one that already ended is left as it is."""
-        if committable.producer_id < 0:
+        if committable.wrote_nothing:
             return
         self._abort(committable.transactional_id, committable.producer_id, committable.epoch)
 
-    def recover(self, decided: Sequence[Committable]) -> None:
-        """Abort every open transaction of the prefix that is not part of a decision.
+    def abort_lingering(self, keep: Sequence[Committable]) -> None:
+        """Abort every open transaction of this query that ``keep`` does not name; then
+        refuse to go on if another query writes with the same prefix.
 
-        These are lingering transactions: pre-committed by tasks of a batch that never got its
-        decision, or left by attempts that died. Ids beyond today's task count (after a change
-        of parallelism) are found too, because the listing goes by prefix.
+        Lingering transactions were left by attempts that died or lost (zombies), or by a
+        batch that was never decided. Ids beyond today's task count (after a change of
+        parallelism) are found too, because the listing goes by prefix. Another query's
+        transactions are never aborted: they may be decided.
         """
-        keep = {c.key for c in decided}
-        for now in open_transactions(self.admin, self._prefix):
-            if (now.transactional_id, now.producer_id, now.epoch) in keep:
-                continue
-            tid = now.transactional_id
-            _log.warning(
-                "aborting lingering transaction %s (producer id %s, epoch %s) of "
-                "transactionalIdPrefix %r: a crashed attempt left it, or another live query "
-                "uses the same prefix (then the two fence each other: give each query its own)",
-                tid, now.producer_id, now.epoch, self._prefix,
-            )  # fmt: skip
-            self._abort(tid, now.producer_id, now.epoch)
+        if self._naming is None:
+            raise ValueError("a committer without naming cannot tell which transactions it owns")
+        naming = self._naming
+        kept = {c.key for c in keep}
+        foreign: dict[str, list[str]] = {}
+        for now in open_transactions(self.admin, naming.prefix):
+            owner = naming.foreign_owner(now.transactional_id)
+            if owner is not None:
+                foreign.setdefault(owner, []).append(now.transactional_id)
+            elif (now.transactional_id, now.producer_id, now.epoch) not in kept:
+                _log.warning(
+                    "aborting lingering transaction %s (producer id %s, epoch %s): an attempt "
+                    "that died or lost to another attempt of its task left it",
+                    now.transactional_id, now.producer_id, now.epoch,
+                )  # fmt: skip
+                self._abort(now.transactional_id, now.producer_id, now.epoch)
+        if foreign:
+            raise PrefixConflictError(naming.prefix, self._location, naming.owner, foreign)
 
     def _abort(self, transactional_id: str, producer_id: int, epoch: int) -> None:
         error = self.admin.end_transaction(

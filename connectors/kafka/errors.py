@@ -16,18 +16,18 @@ _TIMEOUT_FIX = (
 
 
 class PreCommitLostError(KafkaEosError):
-    """A pre-committed transaction ended before the batch's decision: nothing was decided, so
-    replaying the batch loses nothing."""
+    """A pre-committed transaction ended, or is about to, before the batch's decision: nothing
+    was decided, so replaying the batch loses nothing."""
 
     def __init__(self, batch_id: int, transactional_id: str, detail: str) -> None:
         self.batch_id = batch_id
         self.transactional_id = transactional_id
         super().__init__(
-            f"batch {batch_id}: pre-committed transaction {transactional_id} is gone before the "
-            f"commit decision ({detail}). Usually the broker aborted it because "
-            "transaction.timeout.ms expired between the task's pre-commit and the driver's "
-            "commit. No decision was written and nothing of the batch is visible: restart the "
-            f"query and Spark replays batch {batch_id}. {_TIMEOUT_FIX}"
+            f"batch {batch_id}: pre-committed transaction {transactional_id} cannot be decided "
+            f"({detail}). Usually transaction.timeout.ms expired, or nearly, between the "
+            "task's pre-commit and the driver's commit. No decision was written and nothing of "
+            f"the batch is visible: restart the query and Spark replays batch {batch_id}. "
+            f"{_TIMEOUT_FIX}"
         )
 
 
@@ -56,12 +56,21 @@ class TransactionLostError(KafkaEosError):
             if len(self.failed) > 1
             else ""
         )
+        resolve = (
+            "kafka-eos txn resolve --checkpoint-location <checkpointLocation> "
+            f"--bootstrap-servers <brokers>{'' if batch_id is None else f' --batch {batch_id}'}"
+        )
         super().__init__(
             f"transaction {transactional_id} (producer id {producer_id}, epoch {epoch}) of "
             f"{batch} can no longer be committed: {detail}.{others} Its records will never be "
-            "visible to read_committed readers, while the rest of the batch is. The input of "
-            "this batch must be re-processed (for example by resetting the query's checkpoint "
-            f"to before the batch) to recover them. {_TIMEOUT_FIX}"
+            "visible to read_committed readers, while the rest of the batch is, and every "
+            f"restart of the query stops here again. Way forward: stop the query; `{resolve}` "
+            "shows which transactions of the batch are lost; the same command with "
+            '`--accept-loss --reason "..."` records the loss of exactly those in the batch\'s '
+            "confirmation; then restart the query. To recover the lost records, their input "
+            "must be re-processed outside this query, against what the output already holds. "
+            "Do not reset the query's checkpoint: replaying the batch would duplicate its "
+            f"transactions that did commit. {_TIMEOUT_FIX}"
         )
 
     def in_batch(self, batch_id: int, failed: tuple[str, ...] = ()) -> TransactionLostError:
@@ -69,4 +78,28 @@ class TransactionLostError(KafkaEosError):
         (the committer itself knows neither)."""
         return TransactionLostError(
             self.transactional_id, self.producer_id, self.epoch, self.detail, batch_id, failed
+        )
+
+
+class PrefixConflictError(KafkaEosError):
+    """Another query writes with the same ``transactionalIdPrefix``: the prefix must be unique
+    per query. The two never fence each other (their ids differ by owner), but a redeploy that
+    left the old query running would write the output twice."""
+
+    def __init__(
+        self, prefix: str, location: str, owner: str, foreign: dict[str, list[str]]
+    ) -> None:
+        self.prefix = prefix
+        self.owner = owner
+        self.foreign = foreign
+        others = "; ".join(f"owner {o}: {', '.join(sorted(ids))}" for o, ids in foreign.items())
+        super().__init__(
+            f"transactionalIdPrefix {prefix!r} is in use by another query: open transactions "
+            f"of another checkpoint location ({others}). This query checkpoints at {location!r} "
+            f"(owner {owner}); an owner is the start of the sha256 of a checkpoint location, "
+            "and `kafka-eos txn list --prefix <prefix>` shows each id's owner. Usually an old "
+            "deployment of the same job still runs, or crashed moments ago, on another "
+            "checkpoint location. Stop it, or give this query its own transactionalIdPrefix. "
+            "If the other query is gone for good, `kafka-eos txn abort --prefix <prefix>` ends "
+            "its transactions (or wait for its transaction.timeout.ms); this query then starts."
         )

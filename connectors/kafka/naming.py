@@ -1,19 +1,86 @@
-"""Transactional-id naming: ``<prefix>-<task partition id>``, a bounded, stable set.
+"""Transactional-id naming: ``<prefix>-<owner>-<task partition>-<slot>``, a bounded set.
 
-Stable, so that a restarted task fences its own zombie (``init_transactions`` on the same id
-aborts the zombie's open transaction). Bounded, so that recovery can find every lingering
-transaction of a pipeline by prefix, including ids of a higher parallelism before a restart.
+- **owner**: 8 hex digits of the sha256 of the query's checkpoint location. Two queries that
+  share a ``transactionalIdPrefix`` (a redeploy on a new checkpoint location while the old
+  query still runs) name different ids, so neither can fence the other, and recovery aborts
+  only its own lingering transactions; another owner's open transaction is reported instead.
+- **slot**: one of :data:`SLOTS_PER_TASK` ids per task partition. Attempts of one task
+  (a retry, a speculative copy, a zombie of a resubmitted stage) must never share an id: the
+  later one's ``init_transactions`` would abort the earlier one's transaction, which the driver
+  may already have verified or decided (a silent loss). An attempt starts at the slot of its
+  attempt number and takes the first slot whose id holds no open transaction
+  (:meth:`TransactionalIdNaming.slots`). Zombies are never fenced by a retry: the driver
+  aborts every open transaction of the owner that its decision does not name.
+
+Bounded (task partitions x slots), so the coordinators' state stays small and recovery lists
+every id by prefix, including ids beyond today's task count after a parallelism change.
+Ids of releases before 0.2 (``<prefix>-<task partition>``) are still recognised as this
+query's own, so that an upgrade aborts their lingering transactions.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from dataclasses import dataclass
+
+SLOTS_PER_TASK = 8
+_OWNER = re.compile(r"[0-9a-f]{8}")
 
 
-def transactional_id(prefix: str, task_partition: int) -> str:
-    return f"{prefix}-{task_partition}"
+def _owner_part(prefix: str, candidate: str) -> str | None:
+    """The owner that ``candidate`` names, ``""`` for an id of an earlier release (it names
+    none), or None when a sink with ``prefix`` does not name ``candidate`` at all."""
+    match = re.fullmatch(re.escape(prefix) + r"-(?:([0-9a-f]{8})-\d+-(\d+)|\d+)", candidate)
+    if match is None:
+        return None
+    owner, slot = match.groups()
+    if owner is None:
+        return ""
+    return owner if int(slot) < SLOTS_PER_TASK else None
 
 
-def is_owned_by(prefix: str, candidate: str) -> bool:
-    """Whether ``candidate`` was named by this strategy for ``prefix`` (not ``prefix-x-1``)."""
-    return re.fullmatch(re.escape(prefix) + r"-\d+", candidate) is not None
+def named_for_prefix(prefix: str, candidate: str) -> bool:
+    """Whether a sink with ``transactionalIdPrefix`` = ``prefix`` names ``candidate``, for
+    whichever query and release; ``prefix-x-1`` is not named for ``prefix``."""
+    return _owner_part(prefix, candidate) is not None
+
+
+def owner_of(location_identity: str) -> str:
+    """The owner part of the ids of the query checkpointing at ``location_identity``."""
+    return hashlib.sha256(location_identity.encode()).hexdigest()[:8]
+
+
+@dataclass(frozen=True)
+class TransactionalIdNaming:
+    """The ids one query names; picklable (it travels to the tasks inside the writer)."""
+
+    prefix: str
+    owner: str
+
+    def __post_init__(self) -> None:
+        if not _OWNER.fullmatch(self.owner):
+            raise ValueError(f"owner must be 8 lower-case hex digits, got {self.owner!r}")
+
+    def transactional_id(self, task_partition: int, slot: int) -> str:
+        if not 0 <= slot < SLOTS_PER_TASK:
+            raise ValueError(f"slot must be in [0, {SLOTS_PER_TASK}), got {slot}")
+        return f"{self.prefix}-{self.owner}-{task_partition}-{slot}"
+
+    def slots(self, task_partition: int, attempt_number: int) -> list[str]:
+        """Every id of the task, in the order an attempt tries them: its own slot first, so
+        that concurrent attempts of one task start apart."""
+        first = attempt_number % SLOTS_PER_TASK
+        return [
+            self.transactional_id(task_partition, (first + step) % SLOTS_PER_TASK)
+            for step in range(SLOTS_PER_TASK)
+        ]
+
+    def owns(self, candidate: str) -> bool:
+        """Whether this query named ``candidate`` (or an earlier release of it did)."""
+        return _owner_part(self.prefix, candidate) in (self.owner, "")
+
+    def foreign_owner(self, candidate: str) -> str | None:
+        """The owner of ``candidate`` if another query named it with the same prefix."""
+        owner = _owner_part(self.prefix, candidate)
+        return owner if owner and owner != self.owner else None

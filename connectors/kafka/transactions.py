@@ -22,7 +22,7 @@ from kafka.protocol.producer.transaction import EndTxnRequest
 
 from checkpoint.deadline import Deadline, call_with_retries
 from connectors.kafka.client_config import kafka_python_config
-from connectors.kafka.naming import is_owned_by
+from connectors.kafka.naming import named_for_prefix
 
 # The transactional id's coordinator is gone or moved (a broker died, the transaction log's
 # leadership changed): worth another try once the coordinator is looked up afresh.
@@ -216,12 +216,13 @@ def open_transactions(
 ) -> list[TxnDescription]:
     """Transactions of every coordinator, sorted by id: Ongoing ones unless ``all_states``.
 
-    With ``prefix``, only the ids a sink with that ``transactionalIdPrefix`` names
-    (``<prefix>-<n>``), not those of a longer prefix such as ``<prefix>-x``.
+    With ``prefix``, only the ids a sink with that ``transactionalIdPrefix`` names, for any
+    query (:func:`~connectors.kafka.naming.named_for_prefix`), not those of a longer prefix
+    such as ``<prefix>-x``.
     """
     ids = admin.list_transactional_ids(prefix or "", ongoing_only=not all_states)
     if prefix is not None:
-        ids = [tid for tid in ids if is_owned_by(prefix, tid)]
+        ids = [tid for tid in ids if named_for_prefix(prefix, tid)]
     described = admin.describe(ids).values()
     # The listing and the describe are two requests: a transaction may end in between.
     return [d for d in described if d is not None and (all_states or d.state == TxnState.ONGOING)]

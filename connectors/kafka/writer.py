@@ -1,19 +1,22 @@
 """The writer: produces a task's records, and pre-commits on the barrier.
 
-Runs in a Spark task on an executor. One Kafka transaction per task per checkpoint
-(micro-batch), on the transactional id ``<prefix>-<task partition id>``:
+Runs in a Spark task on an executor. One Kafka transaction per task attempt per checkpoint
+(micro-batch), on one of the task's transactional ids (:mod:`connectors.kafka.naming`):
 
-1. ``init_transactions`` fences zombie attempts of the same task and aborts their open
-   transaction;
-2. begin, then produce every record of the task's input;
+1. take the first of the task's ids that holds no open transaction: an open one belongs to
+   another attempt of this task (a speculative copy, a zombie), whose transaction the driver
+   may already have verified or decided, and ``init_transactions`` on its id would abort it;
+2. ``init_transactions``, begin, then produce every record of the task's input; a task that
+   holds its transaction so long that the driver could not commit it in time fails at once
+   (:class:`TransactionTooLong`) instead of leaving the broker to abort it later;
 3. on the barrier (the end of the input) ``pre_commit``: flush, then describe the transaction
    to learn its producer id and epoch, and return them as the committable. No commit here:
    the driver commits once the whole batch succeeded.
 
-The describe alone cannot tell whose transaction it sees: if another attempt of the same task
-(a speculative copy) ran ``init_transactions`` after this one flushed, the id's open
-transaction is the other attempt's, half-written, and naming it in this attempt's committable
-would let the driver commit it while this attempt's records are aborted: a silent loss. So the
+Step 1 is a describe, then an init: another attempt may take the same id in between. The
+describe at step 3 alone cannot tell whose transaction it sees then: the id's open transaction
+may be the other attempt's, half-written, and naming it in this attempt's committable would
+let the driver commit it while this attempt's records are aborted: a silent loss. So the
 described producer id and epoch must be this producer's own, which librdkafka reports in its
 statistics (``eos.producer_id``/``producer_epoch``).
 
@@ -26,7 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -36,6 +40,7 @@ from checkpoint.crashpoints import crash_point
 from checkpoint.deadline import Deadline
 from checkpoint.errors import ConfigError, KafkaEosError
 from checkpoint.model import Committable
+from connectors.kafka.lifetime import commit_margin_ms, transaction_timeout_ms
 from connectors.kafka.records import KafkaRecord, records_of
 from connectors.kafka.transactions import TransactionAdmin, TxnState
 
@@ -47,6 +52,11 @@ _IDENTITY_INTERVAL_MS = 100
 
 class DeliveryFailed(KafkaEosError):
     """A record could not be written; the task fails and Spark retries it."""
+
+
+class TransactionTooLong(KafkaEosError):
+    """The task held its transaction so long that the broker would abort it before the
+    driver's commit: the batch is larger than the transaction timeout allows."""
 
 
 class _Delivery:
@@ -181,14 +191,21 @@ class ExactlyOnceWriter(_BaseWriter):
         self,
         producer_config: Mapping[str, Any],
         topic: str | None,
-        transactional_id: str,
+        transactional_ids: Sequence[str],
         timeout_s: float,
     ) -> None:
         super().__init__(producer_config, topic, timeout_s)
-        self.transactional_id = transactional_id
+        if not transactional_ids:
+            raise ValueError("a writer needs at least one transactional id to choose from")
+        self._candidates = tuple(transactional_ids)
+        self.transactional_id = self._candidates[0]  # the one taken, once the task has input
         self._identity = _ProducerIdentity()
+        self._admin: TransactionAdmin | None = None
+        self._timeout_ms = transaction_timeout_ms(self._config)
+        self._begun_at: float | None = None
 
     def _open(self) -> Producer:
+        self.transactional_id = self._free_transactional_id()
         producer = self._new_producer(
             {
                 "transactional.id": self.transactional_id,
@@ -196,11 +213,65 @@ class ExactlyOnceWriter(_BaseWriter):
                 "stats_cb": self._identity,
             }
         )
-        # Fences every older producer of this id (a zombie attempt of this task) and aborts
-        # its open transaction, whose batch was never decided.
+        # The id holds no open transaction (step 1), so this fences nothing that another
+        # attempt still needs; a dead attempt's committed or aborted transaction is history.
         producer.init_transactions(self._timeout_s)
         producer.begin_transaction()
+        self._begun_at = time.monotonic()
         return producer
+
+    def _free_transactional_id(self) -> str:
+        """Step 1: the first candidate whose id holds no Ongoing transaction."""
+        described = self._admin_client().describe(self._candidates)
+        for tid in self._candidates:
+            now = described[tid]
+            if now is None or now.state != TxnState.ONGOING:
+                return tid
+        held = ", ".join(
+            f"{tid} (producer id {d.producer_id}, epoch {d.epoch})"
+            for tid, d in described.items()
+            if d is not None
+        )
+        raise DeliveryFailed(
+            f"every transactional id of this task holds an open transaction: {held}. Each "
+            "belongs to another attempt of the task, still running or dead before the driver "
+            "aborted it; taking one would abort a transaction the driver may be committing. "
+            "The driver aborts them when it commits or aborts the batch; `kafka-eos txn list` "
+            "shows them. Retry the task, or check why so many attempts of it ran at once"
+        )
+
+    def _admin_client(self) -> TransactionAdmin:
+        if self._admin is None:
+            self._admin = TransactionAdmin(self._config)
+        return self._admin
+
+    def _produce_all(self, batches: Iterable[pa.RecordBatch]) -> None:
+        def checked() -> Iterable[pa.RecordBatch]:
+            for batch in batches:
+                self._check_age()
+                yield batch
+
+        super()._produce_all(checked())
+
+    def _check_age(self) -> None:
+        """Fail while the batch can still be replayed, not after the broker aborted it: a
+        transaction older than its timeout less the driver's commit margin would be refused
+        at the driver's verification anyway, after the whole batch ran."""
+        if self._begun_at is None:
+            return
+        age_ms = (time.monotonic() - self._begun_at) * 1000
+        limit_ms = self._timeout_ms - commit_margin_ms(self._timeout_ms)
+        if age_ms > limit_ms:
+            raise TransactionTooLong(
+                f"transaction {self.transactional_id} has been open {age_ms / 1000:.1f} s, "
+                f"past transaction.timeout.ms = {self._timeout_ms} less the driver's commit "
+                f"margin ({limit_ms / 1000:.1f} s): the broker would abort it before the "
+                "batch's commit. The batch is too large for the timeout. Raise "
+                "kafka.transaction.timeout.ms (up to the broker's transaction.max.timeout.ms), "
+                "or make batches smaller (maxOffsetsPerTrigger). A batch already logged in "
+                "offsets/<N> is replayed as it is: see 'A batch that can never fit' in "
+                "docs/sink.md"
+            )
 
     def write_and_pre_commit(
         self, checkpoint_id: int, batches: Iterable[pa.RecordBatch]
@@ -210,15 +281,16 @@ class ExactlyOnceWriter(_BaseWriter):
             self._produce_all(batches)
             if self._producer is None:
                 # No input: no transaction was opened, nothing to commit.
-                return Committable(self.transactional_id, -1, -1, 0)
+                return Committable.nothing_written(self.transactional_id)
             crash_point("task.before_pre_commit", checkpoint_id=checkpoint_id)
             self._flush()
+            self._check_age()
             own = self._own_producer_id_and_epoch()
             return self._describe_own_transaction(own)
         except BaseException:
             # Aborting here cannot drop anything decided: the batch has no decision before
-            # every task returned its committable. Best effort: if it fails, the next attempt's
-            # init_transactions or the driver's recovery aborts the transaction.
+            # every task returned its committable. Best effort: if it fails, the driver's
+            # sweep of lingering transactions aborts it.
             if self._producer is not None:
                 with contextlib.suppress(KafkaException):
                     self._producer.abort_transaction(self._timeout_s)
@@ -226,6 +298,9 @@ class ExactlyOnceWriter(_BaseWriter):
         finally:
             # Drop, never close(): close() would abort the pre-committed transaction.
             self._producer = None
+            if self._admin is not None:
+                self._admin.close()
+                self._admin = None
 
     def _own_producer_id_and_epoch(self) -> tuple[int, int]:
         """This producer's id and epoch, waiting for librdkafka's first report if need be."""
@@ -243,26 +318,26 @@ class ExactlyOnceWriter(_BaseWriter):
         return self._identity.producer_id_and_epoch
 
     def _describe_own_transaction(self, own: tuple[int, int]) -> Committable:
-        with TransactionAdmin(self._config) as admin:
-            now = admin.describe([self.transactional_id])[self.transactional_id]
+        tid = self.transactional_id
+        now = self._admin_client().describe([tid])[tid]
         if now is None or now.state != TxnState.ONGOING:
             raise DeliveryFailed(
-                f"transaction {self.transactional_id} is not open after its flush "
-                f"({now.state.value if now else 'unknown id'}): another writer with the same "
-                "transactionalIdPrefix fenced it, or it timed out; use one prefix per query"
+                f"transaction {tid} is not open after its flush "
+                f"({now.state.value if now else 'unknown id'}): the driver aborted it (this "
+                "attempt lost to another attempt of the task), or it timed out"
             )
         if (now.producer_id, now.epoch) != own:
-            # Another attempt of this task fenced this one after its flush: the open
-            # transaction is the other attempt's, and committing it would lose this batch.
+            # Another attempt of this task took the same id between this one's choice of it
+            # and its init: the open transaction is the other attempt's, and committing it
+            # would lose this batch.
             raise DeliveryFailed(
-                f"transaction {self.transactional_id} was fenced after its flush: this task "
-                f"holds producer id {own[0]}, epoch {own[1]}, but the open transaction is "
-                f"producer id {now.producer_id}, epoch {now.epoch}. Another attempt of the "
-                "same task is running (speculative execution: set spark.speculation=false) "
-                "or another query uses the same transactionalIdPrefix"
+                f"transaction {tid} was fenced after its flush: this task holds producer id "
+                f"{own[0]}, epoch {own[1]}, but the open transaction is producer id "
+                f"{now.producer_id}, epoch {now.epoch}. Another attempt of the same task "
+                "took the same transactional id at the same moment; Spark retries this one"
             )
         return Committable(
-            self.transactional_id,
+            tid,
             now.producer_id,
             now.epoch,
             self.record_count,

@@ -1,20 +1,23 @@
 """The Spark side of the Kafka sink: ``df.writeStream.format("kafka-eos")``.
 
-Spark's micro-batch is the checkpoint. For batch N with ``deliveryGuarantee=exactly_once``:
+Spark's micro-batch is the checkpoint. This module only translates Spark's calls; the order of
+the protocol lives in :class:`checkpoint.two_phase_commit.TwoPhaseCommit`. For batch N with
+``deliveryGuarantee=exactly_once``:
 
-1. Driver, when Spark creates the writer: startup checks (the same rules as
-   ``kafka-eos lint``).
+1. Driver, when Spark creates the writer (before any task of the batch runs): startup checks
+   (the same rules as ``kafka-eos lint``), then recovery of decided batches (R1: commit every
+   decided, unconfirmed batch; it never aborts, so it is safe here).
 2. Each write task (executor): the end of its input is its barrier. It produces into one
-   transaction on ``<prefix>-<task partition id>`` (``init_transactions`` first fences a
-   zombie attempt of the same task and aborts its transaction) and pre-commits: flush, no
-   commit. Its commit message carries the committable. A task of a batch that is already
-   decided (a replay) writes nothing.
-3. Driver, ``commit(messages, N)``, the completion notification: check that every
-   pre-committed transaction is still open, abort lingering transactions of the prefix, write
-   the decision durably, then commit each transaction with EndTxn
-   (``checkpoint.Coordinator.complete``). For a replayed batch that is already decided, only
-   the recorded decision's commits are re-driven (they are idempotent).
-4. Driver, ``abort(messages, N)``: abort the pre-committed transactions, unless N is decided.
+   transaction on one of its task's transactional ids (:mod:`connectors.kafka.naming`: never
+   one that another attempt holds open) and pre-commits: flush, no commit. Its commit message
+   carries the committable. A task of a batch that is already decided (a replay) writes
+   nothing.
+3. Driver, ``commit(messages, N)``, the completion notification: the fingerprint of Spark's
+   ``offsets/N`` is the plan; then ``TwoPhaseCommit.complete``: recover decided batches, abort
+   this query's lingering transactions (refusing if another query uses the prefix), verify
+   every committable, write the decision, commit every transaction, confirm. A replayed batch
+   that is already decided re-drives the recorded decision's commits instead.
+4. Driver, ``abort(messages, N)``: abort what the batch's tasks left open, unless N is decided.
 
 Where things run matters: the writer object is built on the driver and pickled to executors,
 so it holds only options and small values, never open clients.
@@ -22,6 +25,7 @@ so it holds only options and small values, never open clients.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,14 +40,14 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from checkpoint.coordinator import Coordinator, CoordinatorConfig
 from checkpoint.crashpoints import checkpoint_scope, crash_point
 from checkpoint.errors import CheckpointCommitFailed, ConfigError
 from checkpoint.model import Committable
-from checkpoint.store import SnapshotStore, location_exists
+from checkpoint.store import SnapshotStore, location_identity, read_location
+from checkpoint.two_phase_commit import TwoPhaseCommit
 from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.errors import TransactionLostError
-from connectors.kafka.naming import transactional_id
+from connectors.kafka.naming import TransactionalIdNaming, owner_of
 from connectors.kafka.sink_options import DeliveryGuarantee, SinkOptions
 from connectors.kafka.writer import AtLeastOnceWriter, ExactlyOnceWriter, NoGuaranteeWriter
 from connectors.lint import check_sink_config, raise_for_errors
@@ -115,98 +119,112 @@ def check_input_schema(schema: StructType, topic_option: str | None) -> None:
         )
 
 
-def _batch_id_and_partition() -> tuple[int, int]:
+def _task() -> tuple[int, int, int]:
+    """(batch id, task partition, attempt number) of the running task."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     if context is None:
         raise RuntimeError("the Kafka sink's write() must run inside a Spark task")
-    return int(context.getLocalProperty("streaming.sql.batchId")), context.partitionId()
+    batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
+    return batch_id, context.partitionId(), context.attemptNumber()
 
 
 class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
     """Two-phase commit across Spark tasks, with the driver as coordinator.
 
-    Spark builds this object more than once per batch (to plan the tasks, and again in the
-    process that runs ``commit``), so the constructor only validates: recovery at construction
-    would abort the very transactions the batch's tasks just pre-committed.
+    Spark builds this object for every batch (and may build it again in the process that
+    runs ``commit``), so the constructor does only what is safe at any time: checks, and
+    commits of decided batches. Anything that aborts would abort the very transactions a
+    batch's tasks just pre-committed.
     """
 
     def __init__(self, sink: SinkOptions) -> None:
         self._sink = sink
         _startup_checks(sink)
+        assert sink.checkpoint_location is not None and sink.transactional_id_prefix
+        self._naming = TransactionalIdNaming(
+            sink.transactional_id_prefix, owner_of(location_identity(sink.checkpoint_location))
+        )
+        protocol, committer = self._protocol()
+        try:
+            # Step 1: a restarted query's decided batch becomes visible now, not after its
+            # replay recomputed every stage.
+            protocol.recover_decided()
+        except CheckpointCommitFailed as exc:
+            raise _loss_or(exc, None) from exc
+        finally:
+            committer.close()
         # Read here, on the driver, and pickled to the tasks: executors never read the
         # decisions, which may live where only the driver can reach them. Spark creates the
         # writer before it runs a batch, and only a batch's own commit() can decide it, so a
         # batch found here was decided by an earlier run: it is a replay.
-        self._decided = frozenset(self._store().checkpoint_ids())
+        self._decided = frozenset(protocol.store.checkpoint_ids())
 
-    def _store(self) -> SnapshotStore:
-        return SnapshotStore(self._sink.decision_location)
-
-    def _coordinator(self) -> tuple[Coordinator, KafkaCommitter]:
+    def _protocol(self) -> tuple[TwoPhaseCommit, KafkaCommitter]:
         sink = self._sink
-        assert sink.transactional_id_prefix is not None
+        assert sink.checkpoint_location is not None
         committer = KafkaCommitter(
-            sink.producer_config, sink.transactional_id_prefix, sink.commit_timeout_s
+            sink.producer_config,
+            self._naming,
+            sink.commit_timeout_s,
+            location=sink.checkpoint_location,
         )
-        config = CoordinatorConfig(pipeline_id=sink.transactional_id_prefix)
-        return Coordinator(self._store(), committer, config), committer
+        store = SnapshotStore(sink.decision_location)
+        protocol = TwoPhaseCommit(
+            store, committer, pipeline_id=self._naming.prefix, sweeps_lingering=True
+        )
+        return protocol, committer
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Step 2, in a task: produce, then pre-commit at the barrier (end of input)."""
-        batch_id, partition = _batch_id_and_partition()
-        assert self._sink.transactional_id_prefix is not None
-        tid = transactional_id(self._sink.transactional_id_prefix, partition)
+        batch_id, partition, attempt = _task()
+        candidates = self._naming.slots(partition, attempt)
         if batch_id in self._decided:
             # A replay of a decided batch (crash after the decision, before Spark recorded the
             # batch as done): its output is committed, or will be by commit(); writing it
-            # again would duplicate it, and its init_transactions would fence the decided
-            # transaction before commit() could commit it.
-            return KafkaCommitMessage(batch_id, Committable(tid, -1, -1, 0))
+            # again would duplicate it.
+            return KafkaCommitMessage(batch_id, Committable.nothing_written(candidates[0]))
         writer = ExactlyOnceWriter(
-            self._sink.producer_config, self._sink.topic, tid, self._sink.flush_timeout_s
+            self._sink.producer_config, self._sink.topic, candidates, self._sink.flush_timeout_s
         )
         committable = writer.write_and_pre_commit(batch_id, iterator)
         # A task can still fail after its pre-commit (its result lost on the way to the driver):
-        # the retry's init_transactions must fence this attempt and abort its transaction.
+        # its transaction is then a lingering one, which the driver aborts.
         crash_point("task.after_pre_commit", checkpoint_id=batch_id)
         return KafkaCommitMessage(batch_id, committable)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Step 3, on the driver: the completion notification."""
-        check_sees_spark_checkpoint(self._sink, batchId)
+        plan = spark_plan_of(self._sink, batchId)
         committables = _committables(messages, batchId)
-        coordinator, committer = self._coordinator()
+        protocol, committer = self._protocol()
         try:
-            if not coordinator.store.contains(batchId):
-                crash_point("driver.before_decision", checkpoint_id=batchId)
-                committer.verify_pre_committed(batchId, committables)
-                # Lingering transactions of dead attempts, or of task ids beyond today's
-                # parallelism, hold back read_committed readers: abort all but this batch's.
-                committer.recover(committables)
-            # Decision, then EndTxn per transaction; for a replayed, decided batch the
-            # recorded decision's commits are re-driven instead.
+            crash_point("driver.before_decision", checkpoint_id=batchId)
             with checkpoint_scope(batchId):
-                coordinator.complete(batchId, committables)
+                protocol.complete(batchId, committables, plan=plan)
             crash_point("driver.after_commit", checkpoint_id=batchId)
         except CheckpointCommitFailed as exc:
-            # A lost transaction of a decided batch is data loss: surface its own message, even
-            # when another transaction's failure (a timeout) came first.
-            lost = next((e for e in exc.errors if isinstance(e, TransactionLostError)), None)
-            if lost is not None:
-                raise lost.in_batch(batchId, exc.failed) from exc
-            raise
+            raise _loss_or(exc, batchId) from exc
         finally:
             committer.close()
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Step 4, on the driver: roll back; a decided batch is left for recovery to commit."""
-        coordinator, committer = self._coordinator()
+        protocol, committer = self._protocol()
         try:
-            coordinator.abort(batchId, _committables(messages, batchId), reason="spark-abort")
+            protocol.abort(batchId, _committables(messages, batchId), reason="spark-abort")
         finally:
             committer.close()
+
+
+def _loss_or(exc: CheckpointCommitFailed, batch_id: int | None) -> Exception:
+    """A lost transaction of a decided batch is data loss: surface its own message, even when
+    another transaction's failure (a timeout) came first."""
+    lost = next((e for e in exc.errors if isinstance(e, TransactionLostError)), None)
+    if lost is None:
+        return exc
+    return lost.in_batch(exc.checkpoint_id if batch_id is None else batch_id, exc.failed)
 
 
 class FlushingStreamWriter(DataSourceStreamArrowWriter):
@@ -252,23 +270,25 @@ def _committables(messages: list[WriterCommitMessage | None], batch_id: int) -> 
                 "another batch's records. Spark handed over the wrong commit messages: report "
                 "this as a bug"
             )
-        if message.committable.producer_id >= 0:
+        if not message.committable.wrote_nothing:
             result.append(message.committable)
     return result
 
 
-def check_sees_spark_checkpoint(sink: SinkOptions, batch_id: int) -> None:
-    """The decisions must live on the storage of Spark's own checkpoint: Spark has logged
-    ``offsets/<batch_id>`` there before running the batch, so the sink must see that file.
+def spark_plan_of(sink: SinkOptions, batch_id: int) -> str:
+    """The fingerprint of Spark's ``offsets/<batch_id>``: what Spark planned for the batch.
 
-    A location without a scheme is the cluster's default filesystem to Spark (``fs.defaultFS``,
-    often HDFS) but the driver's local disk to the sink; after a driver restart on another
-    host the decisions would be gone, and a half-committed batch would run again (duplicates).
+    The decisions must live on the storage of Spark's own checkpoint, so the sink must see
+    that file: a location without a scheme is the cluster's default filesystem to Spark
+    (``fs.defaultFS``, often HDFS) but the driver's local disk to the sink; after a driver
+    restart on another host the decisions would be gone, and a half-committed batch would run
+    again (duplicates).
     """
     assert sink.checkpoint_location is not None
     location = sink.checkpoint_location
     entry = f"{location.rstrip('/')}/offsets/{batch_id}"
-    if not location_exists(entry):
+    logged = read_location(entry)
+    if logged is None:
         raise ConfigError(
             f"option 'checkpointLocation' = {location!r}: Spark logged batch {batch_id} there "
             f"(offsets/{batch_id}), but the sink, which keeps its commit decisions beside it, "
@@ -277,6 +297,7 @@ def check_sees_spark_checkpoint(sink: SinkOptions, batch_id: int) -> None:
             "disk. Give the location as a full URI, e.g. hdfs://namenode:8020/checkpoints/q or "
             "s3a://bucket/checkpoints/q"
         )
+    return "sha256:" + hashlib.sha256(logged).hexdigest()
 
 
 def _startup_checks(sink: SinkOptions) -> None:

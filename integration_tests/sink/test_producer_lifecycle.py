@@ -30,7 +30,7 @@ from confluent_kafka import Producer
 from checkpoint.model import Committable
 from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.errors import TransactionLostError
-from connectors.kafka.naming import transactional_id
+from connectors.kafka.naming import TransactionalIdNaming
 from connectors.kafka.sink_options import SinkOptions
 from connectors.kafka.transactions import TransactionAdmin, TxnState
 from connectors.kafka.writer import ExactlyOnceWriter
@@ -43,6 +43,7 @@ pytestmark = pytest.mark.kafka
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 RECORDS = 12
 BATCH_ID = 1
+OWNER = "0123abcd"
 
 # A task that pre-commits in a worker process of its own, then ends as argv[4] says. With
 # argv[5] == "keep" it still holds its producer when it ends (as a worker killed between the
@@ -60,7 +61,7 @@ class Writer(ExactlyOnceWriter):
         return self.kept
 
 batch = pa.RecordBatch.from_pydict(json.loads(sys.argv[6]))
-writer = Writer(config, topic, tid, 30.0)
+writer = Writer(config, topic, [tid], 30.0)
 committable = writer.write_and_pre_commit(1, [batch])
 if keep != "keep":
     del writer.kept
@@ -141,7 +142,7 @@ def pre_commit_in_this_process(
     keeps it and its producer alive until ``gc.collect()`` destroys them."""
     gc.collect()  # clients of earlier code that only a collection destroys
     before = librdkafka_threads()
-    writer = _KeepsProducer(config, topic, tid, 30.0)
+    writer = _KeepsProducer(config, topic, [tid], 30.0)
     committable = writer.write_and_pre_commit(
         BATCH_ID, [pa.RecordBatch.from_pydict(task_input("task"))]
     )
@@ -209,7 +210,7 @@ def test_the_end_of_the_producer_leaves_the_pre_commit_for_the_driver(
     bootstrap = versioned_kafka.bootstrap_servers
     topic = create_topic(bootstrap, partitions=2)
     config, prefix = sink_config(bootstrap, tmp_path / "checkpoint")
-    tid = transactional_id(prefix, 0)
+    tid = TransactionalIdNaming(prefix, OWNER).transactional_id(0, 0)
     if ending == "dropped-and-collected":
         committable = pre_commit_in_this_process(config, topic, tid, keep_producer)
     else:
@@ -224,9 +225,9 @@ def test_the_end_of_the_producer_leaves_the_pre_commit_for_the_driver(
     assert values(bootstrap, topic, "read_uncommitted") == expected  # written, not visible
 
     # The driver, another process than the task's: only the committable crosses over.
-    committer = KafkaCommitter(config, prefix, timeout_s=30)
+    committer = KafkaCommitter(config, timeout_s=30)
     try:
-        committer.verify_pre_committed(BATCH_ID, [committable])
+        committer.verify(BATCH_ID, [committable])
         committer.commit(committable)
         wait_until_committed(admin, committable)
         committer.commit(committable)  # re-driven after a crash: already committed is success
@@ -243,7 +244,7 @@ def test_close_aborts_the_open_transaction_which_is_why_the_writer_never_calls_i
     bootstrap = versioned_kafka.bootstrap_servers
     topic = create_topic(bootstrap)
     config, prefix = sink_config(bootstrap, tmp_path / "checkpoint")
-    tid = transactional_id(prefix, 0)
+    tid = TransactionalIdNaming(prefix, OWNER).transactional_id(0, 0)
     producer = Producer({**config, "transactional.id": tid})
     producer.init_transactions(30)
     producer.begin_transaction()
@@ -258,7 +259,7 @@ def test_close_aborts_the_open_transaction_which_is_why_the_writer_never_calls_i
 
     assert describe(admin, tid).state in (TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT)
     assert values(bootstrap, topic, "read_uncommitted") == Counter(task_input("closed")["value"])
-    committer = KafkaCommitter(config, prefix, timeout_s=30)
+    committer = KafkaCommitter(config, timeout_s=30)
     try:
         with pytest.raises(TransactionLostError) as caught:
             committer.commit(committable)

@@ -10,6 +10,7 @@ after records were written.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -31,12 +32,13 @@ SHORT_TIMEOUT = {
 }
 
 
-def test_task_failure_after_pre_commit_is_retried_and_the_zombie_fenced(
+def test_task_failure_after_pre_commit_is_retried_and_the_dead_attempts_transaction_aborted(
     pipeline: Pipeline,
 ) -> None:
     """The first task of batch 1 to pre-commit fails right after, leaving its transaction
-    open (the attempt's producer neither commits nor aborts). The retry's init_transactions on
-    the same transactional id fences it and aborts that transaction."""
+    open (the attempt's producer neither commits nor aborts). The retry takes another id of
+    its task (the failed attempt's is held open), and the driver aborts the dead attempt's
+    transaction before deciding the batch."""
     pipeline.master = "local[2,4]"  # up to 4 attempts per task
     assert_ran(pipeline.run("task.after_pre_commit@1#1:raise"))
 
@@ -61,6 +63,41 @@ def test_transaction_timed_out_before_the_decision_fails_the_batch_loudly(
     assert_ran(pipeline.run())
     assert_exactly_once(pipeline)
     assert pipeline.uncommitted_count() == 400  # the timed-out copy of batch 1 is aborted
+
+
+def test_a_transaction_too_close_to_its_timeout_is_never_decided(pipeline: Pipeline) -> None:
+    """The driver is slow between its sweep of lingering transactions and the decision (a
+    long sweep, a slow store): the pre-committed transactions of batch 1 near their 6 s
+    timeout. Verifying before the sweep, as the sink once did, decided them anyway, and the
+    broker aborted them before EndTxn: a decided batch lost. Verification is now the last
+    step before the decision and demands the commit margin (1.5 s of a 6 s timeout), so the
+    batch fails undecided and its replay commits it once."""
+    result = pipeline.run("driver.before_verify@1:stall=5", options=SHORT_TIMEOUT)
+    assert_ran(result, 1)
+    assert "PreCommitLostError" in result.stderr and "batch 1" in result.stderr
+    assert "commit margin" in result.stderr or "CompleteAbort" in result.stderr
+    assert 1 not in pipeline.store().checkpoint_ids()  # never decided
+    assert pipeline.committed() == Counter(range(100))  # batch 0 only
+
+    assert_ran(pipeline.run())
+    assert_exactly_once(pipeline)
+
+
+def test_a_decided_batch_id_planned_anew_stops_loudly(pipeline: Pipeline) -> None:
+    """Batch 1 is decided and committed, then the driver dies before Spark records it as
+    done. An operator deletes offsets/1, so Spark plans batch 1 anew. Its tasks trust the
+    decision and write nothing: recording the new plan as done would lose its input. The
+    decision holds the fingerprint of the old offsets/1, so the restart stops, naming it."""
+    assert_ran(pipeline.run("driver.after_commit@1"), KILLED)
+    assert pipeline.store().is_confirmed(1) and 1 not in pipeline.spark_committed_batches()
+    (pipeline.checkpoint / "offsets" / "1").unlink()
+
+    result = pipeline.run()
+    assert_ran(result, 1)
+    assert "ReusedCheckpointId" in result.stderr
+    assert "offsets/1 was deleted or replaced" in result.stderr
+    assert 1 not in pipeline.spark_committed_batches()
+    assert pipeline.committed() == Counter(range(200))  # batches 0 and 1, once each
 
 
 def test_decided_transaction_lost_to_its_timeout_stops_with_the_batch_named(

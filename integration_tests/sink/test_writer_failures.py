@@ -31,7 +31,7 @@ def test_an_oversized_record_aborts_the_tasks_transaction(
     topic = create_topic(bootstrap)
     tid = f"oversized-{uuid.uuid4().hex[:8]}-0"
     writer = ExactlyOnceWriter(
-        {"bootstrap.servers": bootstrap, "message.max.bytes": 2_000}, topic, tid, timeout_s=30
+        {"bootstrap.servers": bootstrap, "message.max.bytes": 2_000}, topic, [tid], timeout_s=30
     )
 
     def task_input() -> Iterator[pa.RecordBatch]:

@@ -1,10 +1,12 @@
-"""A zombie attempt of a task is fenced, and its pre-commit can never be committed.
+"""Attempts of one task never fence each other's transactions, and only the accepted attempt's
+pre-commit is ever committed.
 
-Spark retries a task whose result got lost after its pre-commit: attempt A's producer may
-still be alive (a zombie) when attempt B opens the same transactional id. B's
-``init_transactions`` must fence A and abort A's transaction; the driver must then refuse A's
-committable, before the decision (PreCommitLostError) and after it (TransactionLostError), and
-commit exactly B's records.
+Spark may run several attempts of one task: a speculative copy, a retry after a lost result, a
+zombie of a resubmitted stage (same attempt number in a new stage attempt). Spark accepts one
+attempt's result and kills the others asynchronously, so a losing attempt may still start
+writing after the driver verified, or decided, the winner's transaction. It must never abort
+that transaction (``init_transactions`` on the same id would): each attempt takes an id of its
+task that holds no open transaction, and the driver aborts the losers' transactions.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Producer
 
 from checkpoint.model import Committable
 from connectors.kafka.committer import KafkaCommitter
-from connectors.kafka.errors import PreCommitLostError, TransactionLostError
-from connectors.kafka.naming import transactional_id
+from connectors.kafka.errors import TransactionLostError
+from connectors.kafka.naming import TransactionalIdNaming
 from connectors.kafka.transactions import TransactionAdmin, TxnState
 from connectors.kafka.writer import DeliveryFailed, ExactlyOnceWriter
 from integration_tests.conftest import create_topic
@@ -31,6 +33,7 @@ from kafka_eos.cluster import KafkaCluster
 pytestmark = pytest.mark.kafka
 
 BATCH_ID = 4
+OWNER = "0123abcd"
 
 
 class _KeepsProducer(ExactlyOnceWriter):
@@ -44,14 +47,14 @@ class _KeepsProducer(ExactlyOnceWriter):
 
 
 class _RivalStartsAfterFlush(ExactlyOnceWriter):
-    """The real writer; another attempt of the same task runs between this one's flush and
-    its describe, where the describe would see the other attempt's open transaction."""
+    """The real writer; another attempt of the same task, which chose the same id at the same
+    moment (both saw it free), runs its init between this one's flush and its describe."""
 
-    rival: Callable[[], Committable]
-    rival_committable: Committable | None = None
+    rival: Callable[[], Producer]
+    rival_producer: Producer | None = None
 
     def _own_producer_id_and_epoch(self) -> tuple[int, int]:
-        self.rival_committable = self.rival()
+        self.rival_producer = self.rival()
         return super()._own_producer_id_and_epoch()
 
 
@@ -70,6 +73,10 @@ class Setting(NamedTuple):
     config: dict[str, Any]  # the producer config as the sink builds it
     prefix: str
 
+    @property
+    def naming(self) -> TransactionalIdNaming:
+        return TransactionalIdNaming(self.prefix, OWNER)
+
 
 @pytest.fixture
 def setting(versioned_kafka: KafkaCluster) -> Setting:
@@ -84,69 +91,76 @@ def setting(versioned_kafka: KafkaCluster) -> Setting:
 
 @pytest.fixture
 def committer(setting: Setting) -> Iterator[KafkaCommitter]:
-    committer = KafkaCommitter(setting.config, setting.prefix, timeout_s=30)
+    committer = KafkaCommitter(setting.config, setting.naming, timeout_s=30)
     yield committer
     committer.close()
 
 
-def test_a_new_attempt_fences_the_zombie_and_only_its_pre_commit_is_committed(
+@pytest.mark.parametrize(
+    "rival_attempt",
+    [0, 1],
+    ids=["zombie-of-a-resubmitted-stage", "speculative-copy"],
+)
+def test_an_attempt_started_after_the_verification_never_fences_the_verified_transaction(
     setting: Setting,
     admin: TransactionAdmin,
     committer: KafkaCommitter,
+    rival_attempt: int,
 ) -> None:
-    bootstrap, topic, config, prefix = setting
-    tid = transactional_id(prefix, 0)
-    attempt_a = _KeepsProducer(config, topic, tid, 30.0)
+    """Attempt A pre-commits and the driver verifies it; only then does attempt B of the same
+    task start writing. Before attempts took ids of their own, B's init_transactions on A's id
+    aborted A's verified transaction, the decision was written anyway, and the commit failed:
+    the batch's output of this task was lost."""
+    bootstrap, topic, config, _ = setting
+    naming = setting.naming
+    attempt_a = ExactlyOnceWriter(config, topic, naming.slots(0, 0), 30.0)
     committable_a = attempt_a.write_and_pre_commit(BATCH_ID, [task_input("a", 6)])
-    zombie = attempt_a.kept
-    assert zombie is not None
+    committer.verify(BATCH_ID, [committable_a])
 
-    # Attempt B of the same task: init_transactions on the same id fences A.
-    committable_b = ExactlyOnceWriter(config, topic, tid, 30.0).write_and_pre_commit(
-        BATCH_ID, [task_input("b", 4)]
+    attempt_b = ExactlyOnceWriter(config, topic, naming.slots(0, rival_attempt), 30.0)
+    committable_b = attempt_b.write_and_pre_commit(BATCH_ID, [task_input("b", 4)])
+    assert committable_b.transactional_id != committable_a.transactional_id
+    now = describe(admin, committable_a.transactional_id)
+    assert (now.state, now.producer_id, now.epoch) == (
+        TxnState.ONGOING,
+        committable_a.producer_id,
+        committable_a.epoch,
+    ), "the later attempt touched the verified transaction"
+
+    # The driver decided A (Spark accepted its result): B's transaction is a loser's.
+    committer.verify(BATCH_ID, [committable_a])
+    committer.abort_lingering([committable_a])
+    committer.commit(committable_a)
+    wait_until_committed(admin, committable_a)
+    assert describe(admin, committable_b.transactional_id).state in (
+        TxnState.PREPARE_ABORT,
+        TxnState.COMPLETE_ABORT,
     )
-    assert committable_b.producer_id == committable_a.producer_id
-    assert committable_b.epoch > committable_a.epoch
-    now = describe(admin, tid)
-    assert (now.state, now.epoch) == (TxnState.ONGOING, committable_b.epoch)  # B's, not A's
-
-    # The zombie's next write is refused by the broker: it was fenced, fatally.
-    with pytest.raises(KafkaException) as fenced:
-        zombie.produce(topic, value=b"zombie-write")
-        zombie.flush(30)
-    assert fenced.value.args[0].code() == KafkaError._FENCED
-    assert fenced.value.args[0].fatal()
-    with pytest.raises(KafkaException) as fenced_commit:
-        zombie.commit_transaction(30)
-    assert fenced_commit.value.args[0].code() == KafkaError._FENCED
-
-    # Before the decision: A's pre-commit is gone, so the batch must not be decided with it.
-    with pytest.raises(PreCommitLostError) as lost:
-        committer.verify_pre_committed(BATCH_ID, [committable_a])
-    message = str(lost.value)
-    assert f"batch {BATCH_ID}: pre-committed transaction {tid} is gone" in message
-    assert f"epoch {committable_a.epoch}, found Ongoing" in message
-    assert f"epoch {committable_b.epoch})" in message
-    committer.verify_pre_committed(BATCH_ID, [committable_b])
-
-    committer.commit(committable_b)
-    wait_until_committed(admin, committable_b)
-    b_values = Counter(task_input("b", 4)["value"].to_pylist())
-    assert values(bootstrap, topic, "read_committed") == b_values
-
-    # After the decision: A's transaction can never be committed, and that is never silent.
-    with pytest.raises(TransactionLostError) as never:
-        committer.commit(committable_a)
-    error = never.value
-    assert (error.transactional_id, error.producer_id, error.epoch) == committable_a.key
-    assert "EndTxn(commit) answered ProducerFencedError" in error.detail
-    assert "CompleteCommit" in error.detail  # B's commit, not A's
-
-    # A's records were written (read_uncommitted sees them) but stay invisible, and the
-    # zombie's refused write never reached the log.
     a_values = Counter(task_input("a", 6)["value"].to_pylist())
-    assert values(bootstrap, topic, "read_uncommitted") == a_values + b_values
-    assert values(bootstrap, topic, "read_committed") == b_values
+    b_values = Counter(task_input("b", 4)["value"].to_pylist())
+    assert values(bootstrap, topic, "read_committed") == a_values
+    assert values(bootstrap, topic, "read_uncommitted") == a_values + b_values  # B wrote
+    assert admin.list_transactional_ids(setting.prefix) == [], "a transaction left open"
+
+
+def test_every_id_of_a_task_held_open_fails_the_attempt_without_fencing_any(
+    setting: Setting, admin: TransactionAdmin
+) -> None:
+    """An attempt never takes an id whose transaction is open, even when no id is free."""
+    bootstrap, topic, config, _ = setting
+    [only] = setting.naming.slots(0, 0)[:1]
+    holder = ExactlyOnceWriter(config, topic, [only], 30.0)
+    held = holder.write_and_pre_commit(BATCH_ID, [task_input("a", 2)])
+    with pytest.raises(DeliveryFailed, match="every transactional id of this task holds an open"):
+        ExactlyOnceWriter(config, topic, [only], 30.0).write_and_pre_commit(
+            BATCH_ID, [task_input("b", 2)]
+        )
+    now = describe(admin, only)
+    assert (now.state, now.epoch) == (TxnState.ONGOING, held.epoch)
+    assert values(bootstrap, topic, "read_uncommitted") == Counter(
+        task_input("a", 2)["value"].to_pylist()
+    )
+    KafkaCommitter(config, timeout_s=30).abort(held)  # as the driver's sweep would
 
 
 def test_an_aborted_pre_commit_is_not_taken_for_the_next_commit_of_its_id(
@@ -156,13 +170,13 @@ def test_an_aborted_pre_commit_is_not_taken_for_the_next_commit_of_its_id(
 ) -> None:
     """The driver aborts A's transaction (EndTxn abort, as recovery does), then the id's next
     transaction B commits. Committing A afterwards must fail: its records are lost."""
-    bootstrap, topic, config, prefix = setting
-    tid = transactional_id(prefix, 0)
-    committable_a = ExactlyOnceWriter(config, topic, tid, 30.0).write_and_pre_commit(
+    bootstrap, topic, config, _ = setting
+    tid = setting.naming.transactional_id(0, 0)
+    committable_a = ExactlyOnceWriter(config, topic, [tid], 30.0).write_and_pre_commit(
         BATCH_ID, [task_input("a", 3)]
     )
     committer.abort(committable_a)
-    committable_b = ExactlyOnceWriter(config, topic, tid, 30.0).write_and_pre_commit(
+    committable_b = ExactlyOnceWriter(config, topic, [tid], 30.0).write_and_pre_commit(
         BATCH_ID + 1, [task_input("b", 2)]
     )
     committer.commit(committable_b)
@@ -180,29 +194,34 @@ def test_an_attempt_fenced_after_its_flush_never_names_the_rivals_transaction(
     admin: TransactionAdmin,
     committer: KafkaCommitter,
 ) -> None:
-    """Two attempts of one task overlap (speculative execution): B fences A right after A's
-    flush. A's describe then sees B's open, possibly half-written transaction; A must fail
-    rather than return it as its own committable, which the driver would commit while A's
-    records are aborted."""
-    bootstrap, topic, config, prefix = setting
-    tid = transactional_id(prefix, 0)
-    attempt_a = _RivalStartsAfterFlush(config, topic, tid, 30.0)
-    attempt_a.rival = lambda: ExactlyOnceWriter(config, topic, tid, 30.0).write_and_pre_commit(
-        BATCH_ID, [task_input("b", 4)]
-    )
+    """Two attempts of one task chose the same id at the same moment (each saw it free), and
+    the second's init lands right after the first's flush. The first's describe then sees the
+    other attempt's open, possibly half-written transaction; it must fail rather than return
+    it as its own committable, which the driver would commit while its records are aborted."""
+    bootstrap, topic, config, _ = setting
+    tid = setting.naming.transactional_id(0, 0)
+    attempt_a = _RivalStartsAfterFlush(config, topic, [tid], 30.0)
 
+    def rival() -> Producer:
+        producer = Producer({**config, "transactional.id": tid})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for value in task_input("b", 4)["value"].to_pylist():
+            producer.produce(topic, value=value.encode())
+        assert producer.flush(30) == 0
+        return producer
+
+    attempt_a.rival = rival
     with pytest.raises(DeliveryFailed) as fenced:
         attempt_a.write_and_pre_commit(BATCH_ID, [task_input("a", 6)])
-    committable_b = attempt_a.rival_committable
-    assert committable_b is not None
+    now = describe(admin, tid)
     message = str(fenced.value)
     assert f"transaction {tid} was fenced after its flush" in message
-    assert f"open transaction is producer id {committable_b.producer_id}, epoch " in message
-    assert "spark.speculation=false" in message
+    assert f"open transaction is producer id {now.producer_id}, epoch {now.epoch}" in message
 
-    # B's transaction is untouched by A's failure and commits alone.
-    now = describe(admin, tid)
-    assert (now.state, now.epoch) == (TxnState.ONGOING, committable_b.epoch)
+    # The rival's transaction is untouched by A's failure and commits alone.
+    assert now.state == TxnState.ONGOING
+    committable_b = Committable(tid, now.producer_id, now.epoch, 4, now.partitions)
     committer.commit(committable_b)
     wait_until_committed(admin, committable_b)
     b_values = Counter(task_input("b", 4)["value"].to_pylist())

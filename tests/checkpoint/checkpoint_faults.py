@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 from hypothesis import strategies as st
 
 from checkpoint.errors import CheckpointCommitFailed
-from checkpoint.model import Committable, Snapshot
+from checkpoint.model import CheckpointId, Committable, Snapshot
+from checkpoint.participant import commit_each
 from checkpoint.store import SnapshotStore
 from checkpoint.testing import InMemoryBroker, InMemoryParticipant, Transaction, TransactionState
 
@@ -242,8 +243,14 @@ class FaultyCommitter:
             f"abort {committable.transactional_id}", lambda: self.inner.abort(committable)
         )
 
-    def recover(self, decided: Sequence[Committable]) -> None:
-        self.faults.step("recover", lambda: self.inner.recover(decided))
+    def commit_all(self, committables: Sequence[Committable]) -> list[tuple[str, Exception]]:
+        return commit_each(self.commit, committables)
+
+    def verify(self, checkpoint_id: CheckpointId, committables: Sequence[Committable]) -> None:
+        self.faults.step("verify", lambda: self.inner.verify(checkpoint_id, committables))
+
+    def abort_lingering(self, keep: Sequence[Committable]) -> None:
+        self.faults.step("abort lingering", lambda: self.inner.abort_lingering(keep))
 
 
 def newest_key(broker: InMemoryBroker, transactional_id: str) -> Key:

@@ -30,6 +30,7 @@ SAMPLES: list[KafkaEosError] = [
     CheckpointCommitFailed(6, ("sink-0-6",), "TimeoutError()"),
     errors.DeadlineExceeded("flush did not finish within 1.0 s"),
     errors.ParticipantFenced("sink-0-6 was fenced"),
+    errors.ReusedCheckpointId(7, "sha256:aa", "sha256:bb", "/ckpt/kafka-eos-sink"),
 ]
 
 

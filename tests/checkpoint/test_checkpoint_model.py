@@ -9,6 +9,7 @@ import pytest
 
 from checkpoint.errors import FormatError, UnsupportedFormatVersion
 from checkpoint.model import (
+    AcceptedLoss,
     Committable,
     Confirmation,
     Snapshot,
@@ -24,6 +25,12 @@ SNAPSHOT = Snapshot(
     source_offsets=(SourceOffset("orders", 1, 900), SourceOffset("orders", 0, 812)),
     triggered_at_ms=1_700_000_000_000,
     decided_at_ms=1_700_000_000_250,
+    plan="sha256:5e1f",
+)
+CONFIRMED_LOSS = Confirmation(
+    as_checkpoint_id(7),
+    1_700_000_000_300,
+    AcceptedLoss((COMMITTABLE,), "INC-42: input replayed by hand", "ops@host-1"),
 )
 
 
@@ -35,18 +42,63 @@ def test_committable_round_trips_through_json() -> None:
 
 def test_snapshot_round_trips_through_json() -> None:
     data = json.loads(json.dumps(SNAPSHOT.to_dict()))
-    assert (data["version"], data["kind"]) == (1, "snapshot")
+    assert (data["version"], data["kind"], data["plan"]) == (2, "snapshot", "sha256:5e1f")
     assert Snapshot.from_dict(data) == SNAPSHOT
+
+
+def test_a_version_1_snapshot_reads_with_no_plan() -> None:
+    """Decisions written before plans were recorded stay readable: no plan to compare."""
+    data = {k: v for k, v in SNAPSHOT.to_dict().items() if k != "plan"}
+    data["version"] = 1
+    old = Snapshot.from_dict(data)
+    assert old.plan is None
+    assert old.committables == SNAPSHOT.committables
 
 
 def test_confirmation_round_trips_through_json() -> None:
     confirmation = Confirmation(as_checkpoint_id(7), 1_700_000_000_300)
     data = json.loads(json.dumps(confirmation.to_dict()))
-    assert (data["version"], data["kind"]) == (1, "confirmation")
+    assert (data["version"], data["kind"], data["accepted_loss"]) == (2, "confirmation", None)
     assert Confirmation.from_dict(data) == confirmation
 
 
-@pytest.mark.parametrize("value", [COMMITTABLE, SNAPSHOT, Confirmation(as_checkpoint_id(1))])
+def test_a_confirmation_with_an_accepted_loss_round_trips_through_json() -> None:
+    data = json.loads(json.dumps(CONFIRMED_LOSS.to_dict()))
+    assert data["version"] == 2
+    assert data["accepted_loss"]["reason"] == "INC-42: input replayed by hand"
+    assert data["accepted_loss"]["lost"] == [COMMITTABLE.to_dict()]
+    assert Confirmation.from_dict(data) == CONFIRMED_LOSS
+
+
+def test_a_version_1_confirmation_reads_with_no_accepted_loss() -> None:
+    """Confirmations written before losses could be accepted stay readable."""
+    data = {"version": 1, "kind": "confirmation", "checkpoint_id": 7, "confirmed_at_ms": 5}
+    assert Confirmation.from_dict(data) == Confirmation(as_checkpoint_id(7), 5, None)
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"lost": ()}, "one Committable or more"),
+        ({"lost": (("app-sink-3-7", 4001, 2),)}, "one Committable or more"),
+        ({"reason": "  "}, "reason of an accepted loss"),
+        ({"accepted_by": None}, "accepted_by of an accepted loss"),
+    ],
+)
+def test_invalid_accepted_losses_are_rejected(fields: dict[str, object], match: str) -> None:
+    base = {"lost": (COMMITTABLE,), "reason": "why", "accepted_by": "ops@host"}
+    with pytest.raises(FormatError, match=match):
+        AcceptedLoss(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_an_accepted_loss_needs_its_time() -> None:
+    with pytest.raises(FormatError, match="needs its confirmed_at_ms"):
+        Confirmation(as_checkpoint_id(7), None, CONFIRMED_LOSS.accepted_loss)
+
+
+@pytest.mark.parametrize(
+    "value", [COMMITTABLE, SNAPSHOT, Confirmation(as_checkpoint_id(1)), CONFIRMED_LOSS]
+)
 def test_value_objects_pickle(value: object) -> None:
     assert pickle.loads(pickle.dumps(value)) == value
 
@@ -67,6 +119,7 @@ def test_snapshot_sorts_offsets_and_maps_them() -> None:
         ("committable", Committable, {**COMMITTABLE.to_dict(), "version": 2}),
         ("snapshot", Snapshot, {**SNAPSHOT.to_dict(), "version": 99}),
         ("confirmation", Confirmation, {"kind": "confirmation", "checkpoint_id": 1}),
+        ("confirmation", Confirmation, {**CONFIRMED_LOSS.to_dict(), "version": 3}),
         ("snapshot", Snapshot, {**SNAPSHOT.to_dict(), "version": "1"}),
     ],
 )
@@ -76,8 +129,9 @@ def test_unknown_versions_are_rejected_with_the_value_seen(
     with pytest.raises(UnsupportedFormatVersion) as raised:
         cls.from_dict(data)
     assert raised.value.kind == kind
-    assert raised.value.seen == data.get("version") and raised.value.supported == (1,)
-    assert "reads versions [1]" in str(raised.value)
+    supported = (1,) if kind == "committable" else (1, 2)
+    assert raised.value.seen == data.get("version") and raised.value.supported == supported
+    assert f"reads versions {list(supported)}" in str(raised.value)
 
 
 def test_missing_field_names_the_field() -> None:

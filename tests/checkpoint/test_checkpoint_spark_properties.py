@@ -78,7 +78,7 @@ class SparkMachine(RuleBasedStateMachine):
         """A fresh driver-side Python worker: new store handle, committer built from config."""
         store = open_store(self.files, self.retain, self.faults, self.ledger)
         committer = FaultyCommitter(InMemoryParticipant(self.broker, "sink"), self.faults)
-        return TwoPhaseCommit(store, committer)
+        return TwoPhaseCommit(store, committer, sweeps_lingering=True)  # as the Spark sink
 
     def expected(self, batch: int) -> set[tuple[int, int, int]]:
         return {(batch, t, seq) for t in range(self.tasks) for seq in range(rows(batch, t))}

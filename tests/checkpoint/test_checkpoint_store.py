@@ -18,7 +18,7 @@ from checkpoint.errors import (
     ProtocolError,
     UnsupportedFormatVersion,
 )
-from checkpoint.model import Committable, Snapshot
+from checkpoint.model import AcceptedLoss, Committable, Confirmation, Snapshot
 from checkpoint.store import SnapshotStore, location_exists
 
 
@@ -50,7 +50,7 @@ def test_file_is_versioned_json_with_an_embedded_sha256(store: SnapshotStore, st
     decide(store, 4)
     assert sorted(os.listdir(store_dir)) == ["4.confirmed.json", "4.snapshot.json"]
     data = json.loads((store_dir / "4.snapshot.json").read_text())
-    assert (data["version"], data["kind"], len(data["sha256"])) == (1, "snapshot", 64)
+    assert (data["version"], data["kind"], len(data["sha256"])) == (2, "snapshot", 64)
 
 
 def test_crash_between_temp_write_and_rename_leaves_the_old_state(
@@ -113,11 +113,11 @@ def test_a_newer_format_version_is_rejected_naming_the_file(
 ) -> None:
     from checkpoint.store import _checksum
 
-    data = {**snapshot(1).to_dict(), "version": 2}
+    data = {**snapshot(1).to_dict(), "version": 3}
     data["sha256"] = _checksum(data)
     store_dir.mkdir(parents=True)
     (store_dir / "1.snapshot.json").write_text(json.dumps(data))
-    with pytest.raises(UnsupportedFormatVersion, match="version 2") as raised:
+    with pytest.raises(UnsupportedFormatVersion, match="version 3") as raised:
         store.latest()
     assert raised.value.path == str(store_dir / "1.snapshot.json")
 
@@ -137,6 +137,42 @@ def test_confirmations(store: SnapshotStore) -> None:
     store.confirm(1)  # idempotent
     assert store.is_confirmed(1) and not store.is_confirmed(2)
     assert store.unconfirmed_ids() == [2]
+
+
+def test_an_accepted_loss_confirms_the_decision_and_reads_back(store: SnapshotStore) -> None:
+    decide(store, 1, confirm=False)
+    lost = snapshot(1).committables
+    loss = AcceptedLoss(lost, "INC-42: aborted on its timeout", "ops@host-1")
+    store.confirm(1, confirmed_at_ms=5, accepted_loss=loss)
+    assert store.confirmation(1) == Confirmation(1, 5, loss)
+    assert store.unconfirmed_ids() == [] and store.confirmation(2) is None
+    store.confirm(1)  # a plain confirmation never replaces the record of the loss
+    assert store.confirmation(1) == Confirmation(1, 5, loss)
+
+
+def test_a_loss_is_accepted_only_for_an_unconfirmed_decision_that_holds_it(
+    store: SnapshotStore,
+) -> None:
+    decide(store, 1)
+    decide(store, 2, confirm=False)
+    (held,) = snapshot(2).committables
+    with pytest.raises(ProtocolError, match="already confirmed"):
+        store.confirm(1, confirmed_at_ms=5, accepted_loss=AcceptedLoss((held,), "x", "ops"))
+    other = Committable(held.transactional_id, held.producer_id, held.epoch + 1, 10, (("out", 0),))
+    with pytest.raises(ProtocolError, match=r"its decision in .*2\.snapshot\.json holds"):
+        store.confirm(2, confirmed_at_ms=5, accepted_loss=AcceptedLoss((other,), "x", "ops"))
+    assert store.unconfirmed_ids() == [2] and store.confirmation(1) == Confirmation(1, 3)
+
+
+def test_a_version_1_confirmation_still_confirms(store: SnapshotStore, store_dir: Path) -> None:
+    """Written by a kafka-eos from before accepted losses: recovery must still skip it."""
+    from checkpoint.store import _checksum
+
+    decide(store, 1, confirm=False)
+    data = {"version": 1, "kind": "confirmation", "checkpoint_id": 1, "confirmed_at_ms": 3}
+    data["sha256"] = _checksum(data)
+    (store_dir / "1.confirmed.json").write_text(json.dumps(data))
+    assert store.confirmation(1) == Confirmation(1, 3) and store.unconfirmed_ids() == []
 
 
 def test_retention_keeps_the_newest_n(store: SnapshotStore, store_dir: Path) -> None:

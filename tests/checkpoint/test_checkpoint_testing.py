@@ -52,7 +52,7 @@ def test_recover_aborts_lingering_transactions_in_scope_except_decided(
     for task in [*tasks, other]:
         task.begin_transaction(1)
     decided = tasks[0].pre_commit(1)
-    InMemoryParticipant(broker, "app").recover([decided])
+    InMemoryParticipant(broker, "app").abort_lingering([decided])
     lingering = {t.transactional_id for t in broker.lingering()}
     assert lingering == {"app-0-1", "other-0-1"}
 

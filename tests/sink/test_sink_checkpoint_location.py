@@ -14,7 +14,7 @@ import pytest
 
 from checkpoint.errors import ConfigError
 from connectors.kafka.sink_options import SinkOptions
-from connectors.spark.sink import check_sees_spark_checkpoint
+from connectors.spark.sink import spark_plan_of
 
 
 def _sink(location: str) -> SinkOptions:
@@ -30,13 +30,25 @@ def _sink(location: str) -> SinkOptions:
 def test_the_batch_spark_logged_is_seen(tmp_path: Path) -> None:
     (tmp_path / "offsets").mkdir()
     (tmp_path / "offsets" / "7").write_text("v1")
-    check_sees_spark_checkpoint(_sink(str(tmp_path)), 7)
-    check_sees_spark_checkpoint(_sink(f"file://{tmp_path}/"), 7)
+    plan = spark_plan_of(_sink(str(tmp_path)), 7)
+    assert plan.startswith("sha256:")
+    assert spark_plan_of(_sink(f"file://{tmp_path}/"), 7) == plan
+
+
+def test_a_batch_planned_anew_has_another_plan(tmp_path: Path) -> None:
+    """Spark's offsets/N holds the batch's timestamp: a batch id planned again after its log
+    entry was deleted never gets the fingerprint of the first plan."""
+    (tmp_path / "offsets").mkdir()
+    entry = tmp_path / "offsets" / "7"
+    entry.write_text('v1\n{"batchTimestampMs":1}\n{"numbers":100}')
+    first = spark_plan_of(_sink(str(tmp_path)), 7)
+    entry.write_text('v1\n{"batchTimestampMs":2}\n{"numbers":100}')
+    assert spark_plan_of(_sink(str(tmp_path)), 7) != first
 
 
 def test_a_checkpoint_on_other_storage_is_refused_with_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as refused:
-        check_sees_spark_checkpoint(_sink(str(tmp_path)), 7)
+        spark_plan_of(_sink(str(tmp_path)), 7)
     message = str(refused.value)
     assert f"option 'checkpointLocation' = '{tmp_path}'" in message
     assert f"does not see {tmp_path}/offsets/7" in message

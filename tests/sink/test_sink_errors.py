@@ -14,9 +14,9 @@ FIX = "kafka.transaction.timeout.ms"
 def test_pre_commit_lost_names_the_batch_the_transaction_the_cause_and_the_fix() -> None:
     error = PreCommitLostError(7, "orders-enricher-3", "found CompleteAbort with epoch 5")
     message = str(error)
-    assert message.startswith("batch 7: pre-committed transaction orders-enricher-3 is gone")
+    assert message.startswith("batch 7: pre-committed transaction orders-enricher-3 cannot be")
     assert "(found CompleteAbort with epoch 5)" in message
-    assert "transaction.timeout.ms expired" in message  # the usual cause
+    assert "transaction.timeout.ms expired, or nearly" in message  # the usual cause
     assert "No decision was written and nothing of the batch is visible" in message
     assert "Spark replays batch 7" in message  # what happens next
     assert FIX in message and "transactionalIdPrefix" in message  # the fixes

@@ -1,46 +1,84 @@
-"""Transactional-id naming: stable per task, and recognisable by prefix for recovery.
+"""Transactional-id naming: bounded, one id per concurrent attempt, recognisable by owner.
 
-Recovery aborts every open transaction its prefix owns, so owning too much would abort another
-query's transactions (a longer prefix), and owning too little would leave lingering ones.
+Recovery aborts every open transaction this query owns, so owning too much would abort another
+query's transactions (a longer prefix, or the same prefix on another checkpoint location), and
+owning too little would leave lingering ones.
 """
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
-from connectors.kafka.naming import is_owned_by, transactional_id
+from connectors.kafka.naming import (
+    SLOTS_PER_TASK,
+    TransactionalIdNaming,
+    named_for_prefix,
+    owner_of,
+)
+
+OURS = TransactionalIdNaming("orders", "0123abcd")
 
 
-def test_transactional_id_is_prefix_dash_task_partition() -> None:
-    assert transactional_id("orders-enricher", 0) == "orders-enricher-0"
-    assert transactional_id("orders-enricher", 17) == "orders-enricher-17"
+def test_id_is_prefix_owner_task_partition_slot() -> None:
+    assert OURS.transactional_id(17, 3) == "orders-0123abcd-17-3"
+    with pytest.raises(ValueError, match="slot"):
+        OURS.transactional_id(0, SLOTS_PER_TASK)
 
 
-@pytest.mark.parametrize("partition", [0, 1, 9, 10, 123])
-def test_every_named_id_is_owned_by_its_prefix(partition: int) -> None:
-    assert is_owned_by("q", transactional_id("q", partition))
+def test_the_owner_is_the_start_of_the_sha256_of_the_location() -> None:
+    assert owner_of("file:/cp/q") == owner_of("file:/cp/q")
+    assert owner_of("file:/cp/q") != owner_of("file:/cp/q2")
+    assert len(owner_of("s3:bucket/cp")) == 8
+
+
+@pytest.mark.parametrize("attempt", [0, 1, 7, 8, 9])
+def test_an_attempt_tries_every_slot_of_its_task_once_its_own_first(attempt: int) -> None:
+    slots = OURS.slots(5, attempt)
+    assert slots[0] == OURS.transactional_id(5, attempt % SLOTS_PER_TASK)
+    assert sorted(slots) == sorted(OURS.transactional_id(5, s) for s in range(SLOTS_PER_TASK))
+
+
+def test_concurrent_attempts_of_a_task_start_on_different_ids() -> None:
+    """A speculative copy (attempt 1) must not take the original's id (attempt 0): its
+    init_transactions would abort the original's transaction, which may be decided."""
+    assert len({OURS.slots(0, attempt)[0] for attempt in range(SLOTS_PER_TASK)}) == SLOTS_PER_TASK
+
+
+def test_the_query_owns_its_ids_and_those_of_earlier_releases() -> None:
+    assert OURS.owns(OURS.transactional_id(3, 1))
+    assert OURS.owns("orders-3")  # before owners: <prefix>-<task partition>
+    assert OURS.foreign_owner(OURS.transactional_id(3, 1)) is None
+
+
+def test_another_location_with_the_same_prefix_is_foreign_never_owned() -> None:
+    theirs = TransactionalIdNaming("orders", "ffff0000").transactional_id(0, 0)
+    assert not OURS.owns(theirs)
+    assert OURS.foreign_owner(theirs) == "ffff0000"
+    assert named_for_prefix("orders", theirs)
 
 
 @pytest.mark.parametrize(
     "candidate",
     [
-        "prefix-x-1",  # the ids of a query whose prefix is 'prefix-x'
-        "prefix-1-2",
-        "prefix-",
-        "prefix",
-        "prefix-1a",
-        "prefix1",
-        "other-prefix-1",
-        "prefix-1\n",
+        "orders-x-1",  # the ids of a query whose prefix is 'orders-x'
+        "orders-x-0123abcd-1-0",
+        "orders-0123abcd-1-8",  # beyond the slots
+        "orders-0123ABCD-1-0",
+        "orders-0123abcd-1",
+        "orders-",
+        "orders",
+        "orders-1a",
+        "orders1",
+        "other-orders-1",
+        "orders-1\n",
     ],
 )
-def test_ids_of_other_prefixes_are_not_owned(candidate: str) -> None:
-    assert not is_owned_by("prefix", candidate)
-
-
-def test_a_longer_prefix_owns_its_own_ids_only() -> None:
-    assert is_owned_by("prefix-x", "prefix-x-1")
-    assert not is_owned_by("prefix-x", "prefix-1")
+def test_ids_of_other_prefixes_are_neither_owned_nor_foreign(candidate: str) -> None:
+    assert not OURS.owns(candidate)
+    assert OURS.foreign_owner(candidate) is None
+    assert not named_for_prefix("orders", candidate)
 
 
 @pytest.mark.parametrize(
@@ -55,5 +93,15 @@ def test_a_longer_prefix_owns_its_own_ids_only() -> None:
     ],
 )
 def test_regex_metacharacters_in_the_prefix_are_literal(prefix: str, foreign: str) -> None:
-    assert is_owned_by(prefix, transactional_id(prefix, 3))
-    assert not is_owned_by(prefix, foreign)
+    naming = TransactionalIdNaming(prefix, "0123abcd")
+    assert naming.owns(naming.transactional_id(3, 0))
+    assert not naming.owns(foreign) and not named_for_prefix(prefix, foreign)
+
+
+def test_naming_travels_to_the_tasks() -> None:
+    assert pickle.loads(pickle.dumps(OURS)) == OURS
+
+
+def test_an_owner_is_eight_hex_digits() -> None:
+    with pytest.raises(ValueError, match="8 lower-case hex"):
+        TransactionalIdNaming("orders", "not-hex!")

@@ -1,0 +1,34 @@
+"""How long a pre-committed transaction must still live for the driver to commit it.
+
+The broker aborts a transaction ``transaction.timeout.ms`` after it began, on its own clock,
+whatever the driver decided. Once decided, such an abort loses the batch, so a transaction is
+decided only while it has at least the **commit margin** left: the time the driver needs to
+write its decision and send EndTxn. Tasks apply the same margin, so a task fails while its
+batch can still be replayed, instead of handing the driver a transaction it would refuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+LIBRDKAFKA_DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+MAX_COMMIT_MARGIN_MS = 10_000
+
+
+def transaction_timeout_ms(producer_config: Mapping[str, Any]) -> int:
+    """The producer's ``transaction.timeout.ms`` (librdkafka's default when unset)."""
+    raw = producer_config.get("transaction.timeout.ms", LIBRDKAFKA_DEFAULT_TRANSACTION_TIMEOUT_MS)
+    return int(raw)
+
+
+def commit_margin_ms(timeout_ms: int) -> int:
+    """A quarter of the timeout, at most 10 s: 10 s with any production timeout (minutes),
+    and still a usable margin with the seconds-long timeouts of tests."""
+    return min(MAX_COMMIT_MARGIN_MS, timeout_ms // 4)
+
+
+def remaining_ms(start_time_ms: int, timeout_ms: int, now_ms: int) -> int:
+    """Time left before the broker may abort a transaction that began at ``start_time_ms``
+    (the broker's clock, from DescribeTransactions; the driver's clock must be in step)."""
+    return start_time_ms + timeout_ms - now_ms

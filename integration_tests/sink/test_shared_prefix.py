@@ -1,0 +1,98 @@
+"""Two queries with one transactionalIdPrefix never abort each other's transactions.
+
+The usual cause is a redeploy on a new checkpoint location while the old query still runs.
+Before ids carried their query's owner (a fingerprint of the checkpoint location), each
+query's sweep of lingering transactions aborted every open transaction of the prefix,
+including the other query's decided ones: a loss. Now the sweep aborts only its own, and a
+foreign owner's open transaction stops the query before anything is decided.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from checkpoint.store import SnapshotStore, location_identity
+from checkpoint.two_phase_commit import TwoPhaseCommit
+from connectors.kafka.committer import KafkaCommitter
+from connectors.kafka.errors import PrefixConflictError
+from connectors.kafka.naming import TransactionalIdNaming, owner_of
+from connectors.kafka.transactions import TransactionAdmin, TxnState
+from connectors.kafka.writer import ExactlyOnceWriter
+from integration_tests.conftest import create_topic
+from integration_tests.sink.transactions import describe, values
+from kafka_eos.cluster import KafkaCluster
+
+pytestmark = pytest.mark.kafka
+
+
+def rows(tag: str, count: int) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({"value": [f"{tag}-{i}" for i in range(count)]})
+
+
+def test_a_second_query_on_the_prefix_stops_before_deciding_and_aborts_only_its_own(
+    versioned_kafka: KafkaCluster, admin: TransactionAdmin, tmp_path: Path
+) -> None:
+    bootstrap = versioned_kafka.bootstrap_servers
+    topic = create_topic(bootstrap, partitions=2)
+    config = {"bootstrap.servers": bootstrap, "transaction.timeout.ms": "60000"}
+    prefix = f"shared-{uuid.uuid4().hex[:8]}"
+    old_location, new_location = str(tmp_path / "old"), str(tmp_path / "new")
+    old = TransactionalIdNaming(prefix, owner_of(location_identity(old_location)))
+    new = TransactionalIdNaming(prefix, owner_of(location_identity(new_location)))
+
+    # The old query's batch is pre-committed (about to be decided) when the new one commits.
+    old_txn = ExactlyOnceWriter(config, topic, old.slots(0, 0), 30.0).write_and_pre_commit(
+        7, [rows("old", 5)]
+    )
+    new_txn = ExactlyOnceWriter(config, topic, new.slots(0, 0), 30.0).write_and_pre_commit(
+        0, [rows("new", 3)]
+    )
+    assert old_txn.transactional_id != new_txn.transactional_id  # same task, same prefix
+    # A dead attempt of the new query, which its sweep must abort.
+    stray = ExactlyOnceWriter(config, topic, new.slots(1, 0), 30.0).write_and_pre_commit(
+        0, [rows("stray", 2)]
+    )
+
+    committer = KafkaCommitter(config, new, timeout_s=30, location=new_location)
+    protocol = TwoPhaseCommit(
+        SnapshotStore(tmp_path / "new-decisions"), committer, sweeps_lingering=True
+    )
+    try:
+        with pytest.raises(PrefixConflictError) as refused:
+            protocol.complete(0, [new_txn])
+    finally:
+        committer.close()
+
+    message = str(refused.value)
+    assert f"transactionalIdPrefix {prefix!r} is in use by another query" in message
+    assert f"owner {old.owner}: {old_txn.transactional_id}" in message
+    assert f"This query checkpoints at {new_location!r} (owner {new.owner})" in message
+    assert protocol.store.checkpoint_ids() == []  # nothing decided
+    # The other query's transaction is untouched; this query's stray is aborted.
+    old_now = describe(admin, old_txn.transactional_id)
+    assert (old_now.state, old_now.epoch) == (TxnState.ONGOING, old_txn.epoch)
+    assert describe(admin, stray.transactional_id).state in (
+        TxnState.PREPARE_ABORT,
+        TxnState.COMPLETE_ABORT,
+    )
+    # Spark aborts the refused batch: its own transaction goes, the other query's stays.
+    protocol.abort(0, [new_txn])
+    committer.close()
+    assert describe(admin, new_txn.transactional_id).state in (
+        TxnState.PREPARE_ABORT,
+        TxnState.COMPLETE_ABORT,
+    )
+    assert describe(admin, old_txn.transactional_id).state == TxnState.ONGOING
+    # The old query still commits its batch: nothing of it was lost.
+    old_committer = KafkaCommitter(config, old, timeout_s=30, location=old_location)
+    try:
+        old_committer.commit(old_txn)
+    finally:
+        old_committer.close()
+    expected = Counter(rows("old", 5)["value"].to_pylist())
+    assert values(bootstrap, topic, "read_committed") == expected
