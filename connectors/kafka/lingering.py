@@ -154,12 +154,11 @@ def reaching(bootstrap_servers: str, action: str) -> Iterator[None]:
         ) from exc
 
 
-def decided_transactions(checkpoint_location: str) -> dict[DecisionKey, CheckpointId]:
-    """Every committable of an unconfirmed decision of the sink whose query checkpoints at
-    ``checkpoint_location``, by key, with the decision's checkpoint id.
+def decision_store(checkpoint_location: str, if_none_decided: str) -> SnapshotStore:
+    """The decisions of the sink whose query checkpoints at ``checkpoint_location``.
 
     A location without any decision is refused: a mistyped path would otherwise look like a
-    sink that decided nothing, and every decided transaction would look abortable.
+    sink that decided nothing. ``if_none_decided`` says what to do if the query truly did not.
     """
     location = decision_location(checkpoint_location)
     store = SnapshotStore(location)
@@ -167,9 +166,19 @@ def decided_transactions(checkpoint_location: str) -> dict[DecisionKey, Checkpoi
         raise LingeringTransactionError(
             f"--checkpoint-location {checkpoint_location!r}: no kafka-eos sink decisions in "
             f"{location}. Pass the checkpointLocation option of the query that owns these "
-            "transactions; if that query never completed a batch it decided nothing, so run "
-            "without --checkpoint-location and confirm with --yes."
+            f"transactions; {if_none_decided}"
         )
+    return store
+
+
+def decided_transactions(checkpoint_location: str) -> dict[DecisionKey, CheckpointId]:
+    """Every committable of an unconfirmed decision of the sink whose query checkpoints at
+    ``checkpoint_location``, by key, with the decision's checkpoint id."""
+    store = decision_store(
+        checkpoint_location,
+        "if that query never completed a batch it decided nothing, so run without "
+        "--checkpoint-location and confirm with --yes.",
+    )
     decided: dict[DecisionKey, CheckpointId] = {}
     for checkpoint_id in store.unconfirmed_ids():
         snapshot = store.get(checkpoint_id)

@@ -1,8 +1,9 @@
-"""``kafka-eos txn list`` and ``txn abort`` against a real broker.
+"""``kafka-eos txn list``, ``txn abort`` and ``txn resolve`` against a real broker.
 
 Faults injected: a transaction left open by a producer that never ends it (a lingering
 transaction holding back read_committed readers), the same transaction named by an unconfirmed
-decision of the sink (aborting it would lose decided records), and an unreachable cluster.
+decision of the sink (aborting it would lose decided records), a decided transaction that the
+broker aborts on its timeout before its commit (a stuck batch), and an unreachable cluster.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import json
 import socket
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner, Result
 from confluent_kafka import KafkaException, Producer
@@ -23,7 +26,11 @@ from checkpoint.model import Committable, Snapshot
 from checkpoint.store import SnapshotStore
 from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.drain import drain
+from connectors.kafka.errors import TransactionLostError
+from connectors.kafka.sink_options import decision_location
 from connectors.kafka.transactions import TransactionAdmin, TxnState
+from connectors.kafka.writer import ExactlyOnceWriter
+from integration_tests.sink.transactions import describe, values, wait_until_committed
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.commands.txn import command
 
@@ -144,13 +151,81 @@ def test_abort_refuses_a_transaction_of_an_unconfirmed_decision(
     )
 
     # What the refusal preserved: the restarted query's recovery commits the decided records.
-    committer = KafkaCommitter(config, prefix)
+    committer = KafkaCommitter(config)
     try:
         committer.commit(committable)
     finally:
         committer.close()
     store.confirm(0)
     assert committed_values(bootstrap, topic) == [b"open", b"late"]
+
+
+def pre_commit(
+    bootstrap: str, topic: str, tid: str, keys: list[str], timeout_ms: int
+) -> Committable:
+    """A task's transaction of ``keys``, pre-committed as the sink's writer leaves it."""
+    config = {"bootstrap.servers": bootstrap, "transaction.timeout.ms": str(timeout_ms)}
+    rows = pa.RecordBatch.from_pydict({"key": keys, "value": [f"v-{k}" for k in keys]})
+    return ExactlyOnceWriter(config, topic, [tid], 30.0).write_and_pre_commit(1, [rows])
+
+
+def test_resolve_accepts_the_loss_of_exactly_the_lost_transaction(
+    kafka: KafkaCluster, topic_factory: Callable[..., str], prefix: str, tmp_path: Path
+) -> None:
+    """Batch 1 is decided with three transactions: the driver committed the first and died;
+    the broker aborted the third on its 5 s timeout; the second is still open. Every restart
+    would stop on the third. Accepting its loss commits the second and confirms the batch."""
+    bootstrap = kafka.bootstrap_servers
+    topic = topic_factory(partitions=2)
+    keys = {n: [f"{n}-{i}" for i in range(25)] for n in ("committed", "committable", "lost")}
+    committed = pre_commit(bootstrap, topic, f"{prefix}-0", keys["committed"], 120_000)
+    committable = pre_commit(bootstrap, topic, f"{prefix}-1", keys["committable"], 120_000)
+    lost = pre_commit(bootstrap, topic, f"{prefix}-2", keys["lost"], 5_000)
+    checkpoint = str(tmp_path / "checkpoint")
+    store = SnapshotStore(decision_location(checkpoint))
+    decided_at_ms = int(time.time() * 1000)
+    store.write(Snapshot(1, prefix, (committed, committable, lost), decided_at_ms=decided_at_ms))
+    committer = KafkaCommitter({"bootstrap.servers": bootstrap})
+    try:
+        committer.commit(committed)  # the driver's first EndTxn, before it died
+        deadline = time.monotonic() + 60
+        while describe(committer.admin, lost.transactional_id).state != TxnState.COMPLETE_ABORT:
+            assert time.monotonic() < deadline, "the broker did not abort it on its timeout"
+            time.sleep(1)
+        with pytest.raises(TransactionLostError):
+            committer.commit(lost)  # what every restart of the query runs into
+    finally:
+        committer.close()
+    cluster = ("--bootstrap-servers", bootstrap, "--checkpoint-location", checkpoint)
+
+    shown = txn("resolve", *cluster, "--json")
+    assert shown.exit_code == 1, shown.output
+    [batch] = json.loads(shown.stdout)["batches"]
+    verdicts = {t["decided"]["transactional_id"]: t["verdict"] for t in batch["transactions"]}
+    assert verdicts == {
+        committed.transactional_id: "committed",
+        committable.transactional_id: "committable",
+        lost.transactional_id: "lost",
+    }
+    assert store.unconfirmed_ids() == [1]  # looking changes nothing
+
+    reason = "integration test: aborted on its timeout"
+    accepted = txn("resolve", *cluster, "--accept-loss", "--reason", reason, "--yes")
+    assert accepted.exit_code == 0, accepted.output
+    confirmation = store.confirmation(1)
+    assert confirmation is not None and confirmation.accepted_loss is not None
+    assert confirmation.accepted_loss.lost == (lost,)
+    assert confirmation.accepted_loss.reason == reason
+    assert store.unconfirmed_ids() == []  # recovery skips batch 1: the query goes on
+
+    with TransactionAdmin({"bootstrap.servers": bootstrap}) as admin:
+        wait_until_committed(admin, committed)
+        wait_until_committed(admin, committable)
+    expected = Counter(f"v-{k}" for k in keys["committed"] + keys["committable"])
+    assert values(bootstrap, topic, "read_committed") == expected
+    # The lost records were written, and are lost: only read_uncommitted sees them.
+    lost_values = Counter(f"v-{k}" for k in keys["lost"])
+    assert values(bootstrap, topic, "read_uncommitted") == expected + lost_values
 
 
 def test_an_unreachable_cluster_is_a_one_line_error() -> None:

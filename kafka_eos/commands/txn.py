@@ -1,27 +1,27 @@
-"""``kafka-eos txn``: list and abort lingering Kafka transactions.
+"""``kafka-eos txn``: list and abort lingering Kafka transactions, resolve stuck batches.
 
-Only composes :mod:`connectors.kafka.lingering`: parse the options, call, print. Exit codes:
-0 done, 1 a transaction was refused (decided) or its abort failed, 2 usage or cluster errors.
+Only composes :mod:`connectors.kafka.lingering` and :mod:`connectors.kafka.resolve`: parse
+the options, call, print. Exit codes: 0 done, 1 a transaction was refused (decided), its abort
+failed, or a batch lost transactions, 2 usage or cluster errors.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
-from collections import defaultdict
+import socket
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 
 import click
-from rich.table import Table
 
 from checkpoint.errors import KafkaEosError
 from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.lingering import (
     AbortOutcome,
-    AbortReportDict,
-    PartitionDict,
     Result,
-    TxnDict,
     TxnListDict,
     Verdict,
     abort_lingering,
@@ -31,22 +31,32 @@ from connectors.kafka.lingering import (
     reaching,
     txn_dict,
 )
+from connectors.kafka.resolve import (
+    ResolveReportDict,
+    Standing,
+    accept_loss,
+    named,
+    open_decisions,
+    resolve_report,
+    select,
+    stuck_batches,
+)
 from connectors.kafka.transactions import open_transactions
-from connectors.lint.inputs import format_duration
 from kafka_eos.commands._cluster import client_options, cluster_options, console, failure
+from kafka_eos.commands._txn_text import (
+    print_outcome,
+    print_plan,
+    print_resolve,
+    print_way_forward,
+    txn_cells,
+    txn_table,
+)
 
 _UNDECIDABLE_WARNING = (
     "WARNING: without --checkpoint-location a transaction the sink already decided to commit "
     "looks like any lingering one, and aborting it loses its records. Stop the query first, "
     "and pass its checkpointLocation when you have it."
 )
-_RESULT_TEXT = {
-    Result.ABORTED: "aborted",
-    Result.ABORT_FAILED: "ABORT FAILED",
-    Result.WOULD_ABORT: "would abort",
-    Result.REFUSED: "REFUSED: decided",
-    Result.NOT_OPEN: "not open",
-}
 
 _timeout_option = click.option(
     "--timeout",
@@ -60,7 +70,8 @@ _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON 
 
 @click.group("txn")
 def command() -> None:
-    """List and abort lingering Kafka transactions (they hold back read_committed readers)."""
+    """List and abort lingering Kafka transactions (they hold back read_committed readers),
+    and resolve a decided batch that can no longer commit."""
 
 
 @command.command("list")
@@ -95,9 +106,9 @@ def list_command(
         scope = f" of prefix {prefix!r}" if prefix else ""
         click.echo(f"no {'' if all_states else 'Ongoing '}transactions{scope}")
         return
-    table = _txn_table()
+    table = txn_table()
     for txn in found:
-        table.add_row(*_txn_cells(txn))
+        table.add_row(*txn_cells(txn))
     console().print(table)
 
 
@@ -150,7 +161,7 @@ def abort_command(
         decided = decided_transactions(checkpoint_location) if checkpoint_location else None
         plan = plan_abort(described, decided)
         if not as_json:
-            _print_plan(abort_report(plan, [], dry_run=True, decisions_checked=decided is not None))
+            print_plan(abort_report(plan, [], dry_run=True, decisions_checked=decided is not None))
         outcomes: list[AbortOutcome] = []
         if not dry_run and any(c.verdict == Verdict.ABORT for c in plan):
             if ask:
@@ -161,10 +172,97 @@ def abort_command(
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
-        _print_outcome(report, checkpoint_location)
+        print_outcome(report, checkpoint_location)
     summary = report["summary"]
     if summary[Result.REFUSED] or summary[Result.ABORT_FAILED]:
         click.get_current_context().exit(1)
+
+
+@command.command("resolve")
+@cluster_options
+@click.option("--checkpoint-location", required=True, help="The query's checkpointLocation.")
+@click.option(
+    "--batch", "batch_id", type=click.IntRange(min=0), help="Only this decided, unconfirmed batch."
+)
+@click.option(
+    "--accept-loss",
+    "accepting",
+    is_flag=True,
+    help="Commit what still can be, then confirm the batch with its lost transactions on record.",
+)
+@click.option("--reason", help="Why the loss is accepted (incident, ticket); with --accept-loss.")
+@click.option("--yes", is_flag=True, help="Accept the loss without asking.")
+@_json_option
+@_timeout_option
+def resolve_command(
+    bootstrap_servers: str,
+    kafka_options: tuple[str, ...],
+    checkpoint_location: str,
+    batch_id: int | None,
+    accepting: bool,
+    reason: str | None,
+    yes: bool,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Show the decided batches not confirmed yet and where their transactions stand; with
+    --accept-loss, confirm one past its lost transactions, so that the query goes on."""
+    reason = (reason or "").strip()
+    if accepting != bool(reason):
+        raise click.UsageError('--accept-loss and --reason "why" go together')
+    if accepting and not yes and (as_json or not _interactive()):
+        raise click.UsageError("--accept-loss asks first, and no one can answer here: add --yes")
+    options = client_options(kafka_options)
+    with _committer(bootstrap_servers, options, timeout) as committer:
+        store = open_decisions(checkpoint_location)
+        with reaching(bootstrap_servers, "describing the decided transactions"):
+            batches = named(stuck_batches(store, committer.admin), batch_id)
+        if not accepting:
+            report = resolve_report(batches)
+            _print_resolve(report, as_json)
+            if not as_json:
+                print_way_forward(report, checkpoint_location, bootstrap_servers)
+            if any(b["summary"][Standing.LOST] for b in report["batches"]):
+                click.get_current_context().exit(1)
+            return
+        batch = select(batches)
+        if not yes:
+            print_resolve(resolve_report([batch]))
+            click.confirm(
+                f"Accept the loss of the LOST transactions of batch {batch.checkpoint_id}?",
+                abort=True,
+            )
+        with reaching(bootstrap_servers, "committing the committable transactions"):
+            after, confirmation = accept_loss(
+                committer,
+                store,
+                batch,
+                reason=reason,
+                accepted_by=_operator(),
+                now_ms=int(time.time() * 1000),
+            )
+    _print_resolve(resolve_report([after], confirmation), as_json)
+
+
+def _print_resolve(report: ResolveReportDict, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        print_resolve(report)
+
+
+def _interactive() -> bool:
+    """Whether someone can answer a prompt: a run from cron or CI must say --yes up front."""
+    return sys.stdin.isatty()
+
+
+def _operator() -> str:
+    """Who accepts a loss, for its record: the local user at this host."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name for this uid (some containers)
+        user = "unknown-user"
+    return f"{user}@{socket.gethostname()}"
 
 
 @contextmanager
@@ -177,78 +275,9 @@ def _committer(
         "request.timeout.ms": str(int(timeout * 1000)),
         **options,
     }
-    # The prefix only matters to the committer's recovery, which these commands never run.
+    # Without a naming it only ends the transactions it is given: all these commands ask.
     try:
-        with closing(KafkaCommitter(config, prefix="", timeout_s=timeout)) as committer:
+        with closing(KafkaCommitter(config, timeout_s=timeout)) as committer:
             yield committer
     except KafkaEosError as exc:
         raise failure(exc, options) from None
-
-
-def _txn_table(*extra: str) -> Table:
-    table = Table(box=None, pad_edge=False)
-    for column in ("transactional id", "state", "producer id", "epoch", "age", "timeout"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("partitions")
-    for column in extra:
-        table.add_column(column)
-    return table
-
-
-def _txn_cells(txn: TxnDict) -> list[str]:
-    age = txn["age_s"]
-    return [
-        txn["transactional_id"],
-        txn["state"],
-        str(txn["producer_id"]),
-        str(txn["epoch"]),
-        "-" if age is None else "<1s" if age < 1 else format_duration(int(age) * 1000),
-        format_duration(txn["timeout_ms"]),
-        _partitions(txn["partitions"]),
-    ]
-
-
-def _partitions(partitions: list[PartitionDict]) -> str:
-    """``[out/0, out/1, dlq/0]`` -> ``out[0,1] dlq[0]``."""
-    by_topic: dict[str, list[int]] = defaultdict(list)
-    for tp in partitions:
-        by_topic[tp["topic"]].append(tp["partition"])
-    return " ".join(f"{t}[{','.join(map(str, ps))}]" for t, ps in by_topic.items()) or "-"
-
-
-def _print_plan(plan: AbortReportDict) -> None:
-    """The plan, before anything is aborted, so a confirmation prompt follows it."""
-    if not plan["transactions"]:
-        click.echo("no Ongoing transactions to abort")
-        return
-    table = _txn_table("verdict")
-    for entry in plan["transactions"]:
-        before = entry["before"]
-        cells = (
-            [entry["transactional_id"], "unknown id", *["-"] * 5]
-            if before is None
-            else _txn_cells(before)
-        )
-        table.add_row(*cells, _RESULT_TEXT[Result(entry["result"])])
-    console().print(table)
-
-
-def _print_outcome(report: AbortReportDict, checkpoint_location: str | None) -> None:
-    for entry in report["transactions"]:
-        tid, result = entry["transactional_id"], Result(entry["result"])
-        if result == Result.REFUSED:
-            click.echo(
-                f"REFUSED {tid}: the sink decided to commit it (decision {entry['decided_in']} "
-                f"in --checkpoint-location {checkpoint_location!r} is not confirmed yet); "
-                "aborting it would lose its records. Restart the query instead: its recovery "
-                "commits it.",
-                err=True,
-            )
-        elif result == Result.ABORT_FAILED:
-            click.echo(f"ABORT FAILED {tid}: {entry['error']}", err=True)
-        elif result == Result.ABORTED:
-            after = entry["after"]
-            click.echo(f"aborted {tid} (now {after['state'] if after else 'unknown id'})")
-    counts = ", ".join(f"{n} {code}" for code, n in report["summary"].items() if n)
-    if counts:
-        click.echo(("dry run: " if report["dry_run"] else "") + counts)

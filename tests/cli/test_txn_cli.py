@@ -29,7 +29,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCommitter:
     )
     committer.configs = []  # type: ignore[attr-defined]
 
-    def build(config: dict[str, Any], prefix: str, timeout_s: float) -> FakeCommitter:
+    def build(config: dict[str, Any], timeout_s: float) -> FakeCommitter:
         committer.configs.append((config, timeout_s))  # type: ignore[attr-defined]
         return committer
 

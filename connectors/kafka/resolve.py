@@ -1,0 +1,276 @@
+"""Stuck batches: decided batches of the sink with a transaction that can never commit.
+
+The sink decided the batch, then the broker aborted one of its transactions (its
+``transaction.timeout.ms`` expired before the commit). Every restart re-drives the decision's
+commits and stops on that transaction with
+:class:`~connectors.kafka.errors.TransactionLostError`. Resetting the query's checkpoint
+would replay the whole batch and duplicate its transactions that did commit, so the way
+forward is narrower: commit what still can be, then confirm the batch with an operator's
+acceptance of the loss of exactly the transactions that cannot
+(:class:`~checkpoint.model.AcceptedLoss`). Recovery skips a confirmed batch, and the query
+goes on.
+
+Used by ``kafka-eos txn resolve``. Reports are built as the JSON-ready dicts below first, and
+printed as text or JSON second, as in :mod:`connectors.kafka.lingering`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TypedDict
+
+from checkpoint.errors import KafkaEosError
+from checkpoint.model import AcceptedLoss, CheckpointId, Committable, Confirmation, Snapshot
+from checkpoint.store import SnapshotStore
+from connectors.kafka.committer import KafkaCommitter
+from connectors.kafka.errors import TransactionLostError
+from connectors.kafka.lingering import PartitionDict, TxnDict, decision_store, txn_dict
+from connectors.kafka.transactions import TransactionAdmin, TxnDescription, TxnState
+
+_log = logging.getLogger(__name__)
+
+
+class ResolveRefused(KafkaEosError):
+    """``--accept-loss`` wrote nothing; the message says why and what to do instead."""
+
+
+class Standing(StrEnum):
+    """Where one decided transaction stands now: the verdict ``txn resolve`` shows (stable
+    codes, shown in JSON)."""
+
+    COMMITTED = "committed"  # committed (or committing): nothing to do
+    COMMITTABLE = "committable"  # still Ongoing as decided: a restart of the query commits it
+    LOST = "lost"  # anything else: it will never commit
+
+
+@dataclass(frozen=True)
+class DecidedTxn:
+    """One transaction of a decided batch: as decided, and as its coordinator describes it."""
+
+    decided: Committable
+    now: TxnDescription | None  # None: the id is unknown to its coordinator
+    standing: Standing
+
+
+@dataclass(frozen=True)
+class StuckBatch:
+    """A decided, unconfirmed batch and where each of its transactions stands."""
+
+    decision: Snapshot
+    transactions: tuple[DecidedTxn, ...]
+
+    @property
+    def checkpoint_id(self) -> CheckpointId:
+        return self.decision.checkpoint_id
+
+    def having(self, standing: Standing) -> tuple[Committable, ...]:
+        return tuple(t.decided for t in self.transactions if t.standing == standing)
+
+
+class DecidedTxnDict(TypedDict):
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    record_count: int
+    partitions: list[PartitionDict]
+
+
+class ResolveTxnDict(TypedDict):
+    decided: DecidedTxnDict  # as the decision names it
+    now: TxnDict | None  # as described now; None: the id is unknown to its coordinator
+    verdict: str  # a Standing code
+
+
+class StuckBatchDict(TypedDict):
+    batch: int
+    decided_at_ms: int | None
+    transactions: list[ResolveTxnDict]
+    summary: dict[str, int]  # count per Standing code
+
+
+class AcceptedLossDict(TypedDict):
+    batch: int
+    confirmed_at_ms: int | None
+    accepted_by: str
+    reason: str
+    lost: list[DecidedTxnDict]
+
+
+class ResolveReportDict(TypedDict):
+    """JSON form of ``txn resolve --json``; version 1."""
+
+    version: int
+    batches: list[StuckBatchDict]  # with --accept-loss: the resolved batch, after its commits
+    accepted: AcceptedLossDict | None  # the confirmation --accept-loss wrote
+
+
+def open_decisions(checkpoint_location: str) -> SnapshotStore:
+    """The decisions of the query's sink; a location without any is refused (a typo)."""
+    return decision_store(
+        checkpoint_location, "if that query never completed a batch, no batch of it is stuck."
+    )
+
+
+def stuck_batches(store: SnapshotStore, admin: TransactionAdmin) -> list[StuckBatch]:
+    """Every decided, unconfirmed batch in id order, each transaction described now."""
+    decisions = (store.get(cid) for cid in store.unconfirmed_ids())
+    return [inspect(admin, d) for d in decisions if d is not None]
+
+
+def inspect(admin: TransactionAdmin, decision: Snapshot) -> StuckBatch:
+    """Describe each transaction of ``decision``; a task that wrote nothing opened none."""
+    opened = [c for c in decision.committables if not c.wrote_nothing]
+    described = admin.describe(c.transactional_id for c in opened)
+    transactions = []
+    for c in opened:
+        now = described[c.transactional_id]
+        transactions.append(DecidedTxn(c, now, standing(c, now, admin.epoch_bumps_on_end)))
+    return StuckBatch(decision, tuple(transactions))
+
+
+def standing(decided: Committable, now: TxnDescription | None, epoch_bumped: bool) -> Standing:
+    """Committed, still committable as decided, or lost: the only three ways it can be."""
+    if now is None:
+        return Standing.LOST
+    if now.is_commit_of(decided.producer_id, decided.epoch, epoch_bumped=epoch_bumped):
+        return Standing.COMMITTED
+    if (now.state, now.producer_id, now.epoch) == (
+        TxnState.ONGOING,
+        decided.producer_id,
+        decided.epoch,
+    ):
+        return Standing.COMMITTABLE
+    return Standing.LOST
+
+
+def named(batches: Sequence[StuckBatch], batch_id: int | None) -> list[StuckBatch]:
+    """The batch ``--batch`` names, or every one without it; a batch that is not decided and
+    unconfirmed is refused, since there is nothing to resolve in it."""
+    if batch_id is None:
+        return list(batches)
+    found = [b for b in batches if b.checkpoint_id == batch_id]
+    if not found:
+        raise ResolveRefused(
+            f"--batch {batch_id} is not a decided, unconfirmed batch (those are "
+            f"{[b.checkpoint_id for b in batches]}): a batch never decided has nothing to "
+            "commit, and a confirmed one is no longer retried by the query"
+        )
+    return found
+
+
+def select(batches: Sequence[StuckBatch]) -> StuckBatch:
+    """The one batch whose loss ``--accept-loss`` accepts; refused unless it lost a
+    transaction (otherwise a restart of the query resolves it with nothing lost)."""
+    if not batches:
+        raise ResolveRefused(
+            "no decided batch is unconfirmed: nothing is stuck, so there is no loss to accept"
+        )
+    if len(batches) > 1:
+        raise ResolveRefused(
+            f"decided batches {[b.checkpoint_id for b in batches]} are unconfirmed: pass "
+            "--batch N to name the one whose loss you accept"
+        )
+    (batch,) = batches
+    if not batch.having(Standing.LOST):
+        raise ResolveRefused(
+            f"batch {batch.checkpoint_id} lost no transaction, so there is no loss to accept: "
+            "restart the query instead; its recovery commits the committable ones"
+        )
+    return batch
+
+
+def accept_loss(
+    committer: KafkaCommitter,
+    store: SnapshotStore,
+    batch: StuckBatch,
+    *,
+    reason: str,
+    accepted_by: str,
+    now_ms: int,
+) -> tuple[StuckBatch, Confirmation]:
+    """Commit the batch's committable transactions, then confirm it naming the lost ones.
+
+    Writes nothing if the transactions moved meanwhile (one that was committable timed out
+    before its commit, say): the operator accepted the loss shown, not another one.
+    Returns the batch as described after the commits, and the confirmation written.
+    """
+    for committable in batch.having(Standing.COMMITTABLE):
+        with contextlib.suppress(TransactionLostError):  # lost meanwhile: the describe tells
+            committer.commit(committable)
+    after = inspect(committer.admin, batch.decision)
+    lost = after.having(Standing.LOST)
+    if after.having(Standing.COMMITTABLE) or set(lost) != set(batch.having(Standing.LOST)):
+        raise ResolveRefused(
+            f"batch {batch.checkpoint_id} changed while it was resolved (lost before: "
+            f"{_ids(batch.having(Standing.LOST))}; now lost: {_ids(lost)}, still open: "
+            f"{_ids(after.having(Standing.COMMITTABLE))}); nothing was confirmed. Run "
+            "`kafka-eos txn resolve` again to review the batch"
+        )
+    loss = AcceptedLoss(lost, reason, accepted_by)
+    store.confirm(batch.checkpoint_id, confirmed_at_ms=now_ms, accepted_loss=loss)
+    _log.warning(
+        "batch %s confirmed with an accepted loss, by %s, because %r: its transactions %s "
+        "will never commit, and their %s records are lost to read_committed readers; "
+        "confirmation in %s",
+        batch.checkpoint_id, accepted_by, reason, _ids(lost),
+        sum(c.record_count for c in lost), store.location,
+    )  # fmt: skip
+    return after, Confirmation(batch.checkpoint_id, now_ms, loss)
+
+
+def resolve_report(
+    batches: Sequence[StuckBatch], accepted: Confirmation | None = None
+) -> ResolveReportDict:
+    """The batches and their transactions, and the confirmation ``--accept-loss`` wrote."""
+    return {
+        "version": 1,
+        "batches": [_batch_dict(b) for b in batches],
+        "accepted": None if accepted is None else _accepted_dict(accepted),
+    }
+
+
+def _accepted_dict(confirmation: Confirmation) -> AcceptedLossDict:
+    loss = confirmation.accepted_loss
+    assert loss is not None, "only a confirmation with an accepted loss is reported"
+    return {
+        "batch": confirmation.checkpoint_id,
+        "confirmed_at_ms": confirmation.confirmed_at_ms,
+        "accepted_by": loss.accepted_by,
+        "reason": loss.reason,
+        "lost": [_decided_dict(c) for c in loss.lost],
+    }
+
+
+def _batch_dict(batch: StuckBatch) -> StuckBatchDict:
+    transactions: list[ResolveTxnDict] = [
+        {
+            "decided": _decided_dict(t.decided),
+            "now": None if t.now is None else txn_dict(t.now),
+            "verdict": t.standing.value,
+        }
+        for t in batch.transactions
+    ]
+    return {
+        "batch": batch.checkpoint_id,
+        "decided_at_ms": batch.decision.decided_at_ms,
+        "transactions": transactions,
+        "summary": {s.value: len(batch.having(s)) for s in Standing},
+    }
+
+
+def _decided_dict(committable: Committable) -> DecidedTxnDict:
+    return {
+        "transactional_id": committable.transactional_id,
+        "producer_id": committable.producer_id,
+        "epoch": committable.epoch,
+        "record_count": committable.record_count,
+        "partitions": [{"topic": t, "partition": p} for t, p in committable.partitions],
+    }
+
+
+def _ids(committables: Sequence[Committable]) -> str:
+    return ", ".join(c.transactional_id for c in committables) or "none"
