@@ -10,6 +10,9 @@ It does nothing unless ``KAFKA_EOS_CRASH_AT`` is set to
   Nothing is flushed or closed, so the test sees exactly what a real crash leaves behind;
 - ``raise``: raise :class:`InjectedFault` here, as a failing task or call would;
 - ``stall=<seconds>``: sleep, as a slow batch, a GC pause or a hung call would;
+- ``stall-until=<path>``: sleep until the file ``path`` exists (at most 10 minutes): a
+  handshake, so that a test acts while the process is held at this point, however slow the
+  machine;
 - ``kill-after=<seconds>``: sleep, then kill: a process that dies a little later, after the
   client's background threads sent what was in flight;
 - ``kill-jvm``: SIGKILL the nearest JVM among this process's ancestors, then this process.
@@ -37,7 +40,7 @@ PGID_ENV = "KAFKA_EOS_CRASH_PGID"
 HITS_DIR_ENV = "KAFKA_EOS_CRASH_HITS_DIR"
 _SPEC = re.compile(
     r"(?P<name>[\w.]+)(?:@(?P<id>\d+))?(?:#(?P<hit>\d+))?"
-    r"(?::(?P<action>kill|kill-jvm|raise|stall=[\d.]+|kill-after=[\d.]+))?"
+    r"(?::(?P<action>kill|kill-jvm|raise|stall=[\d.]+|kill-after=[\d.]+|stall-until=/\S+))?"
 )
 _hits: Counter[str] = Counter()
 _scope: list[int] = []
@@ -88,6 +91,14 @@ def _kill_hosting_jvm(name: str) -> NoReturn:
     raise RuntimeError(f"fault point {name}: kill-jvm found no JVM among this process's parents")
 
 
+def _wait_for(path: str, limit_s: float = 600) -> None:
+    deadline = time.monotonic() + limit_s
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise InjectedFault(f"stall-until={path}: the file did not appear in {limit_s} s")
+        time.sleep(0.1)
+
+
 def crash_point(name: str, *, checkpoint_id: int | None = None) -> None:
     raw = os.environ.get(ENV, "")
     if not raw:
@@ -97,7 +108,7 @@ def crash_point(name: str, *, checkpoint_id: int | None = None) -> None:
         # A typo must not turn a crash test into one that passes without crashing.
         raise ValueError(
             f"{ENV}={raw!r} is not <name>[@<checkpoint id>][#<hit>][:kill|kill-jvm|raise|"
-            "stall=S|kill-after=S]"
+            "stall=S|stall-until=/path|kill-after=S]"
         )
     if spec["name"] != name:
         return
@@ -111,6 +122,9 @@ def crash_point(name: str, *, checkpoint_id: int | None = None) -> None:
         raise InjectedFault(f"fault injected at {name} (checkpoint {current})")
     if action.startswith("stall="):
         time.sleep(float(action.removeprefix("stall=")))
+        return
+    if action.startswith("stall-until="):
+        _wait_for(action.removeprefix("stall-until="))
         return
     if action == "kill-jvm":
         _kill_hosting_jvm(name)

@@ -179,6 +179,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Step 2, in a task: produce, then pre-commit at the barrier (end of input)."""
         batch_id, partition, attempt = _task()
+        crash_point("task.begin", checkpoint_id=batch_id)
         candidates = self._naming.slots(partition, attempt)
         if batch_id in self._decided:
             # A replay of a decided batch (crash after the decision, before Spark recorded the

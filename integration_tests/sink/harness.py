@@ -54,11 +54,12 @@ class Pipeline:
         crash_at: str | None = None,
         options: dict[str, str] | None = None,
         partitions: int | None = None,
+        stop_when: Path | None = None,
     ) -> Iterator[subprocess.Popen[str]]:
         """The query running in the background while the block acts on the cluster; a job
         still running when the block ends (a failed assertion, a timeout) is killed with its
-        whole group."""
-        job = self.start(crash_at, options, partitions)
+        whole group. With ``stop_when``, the job stops its query once that file exists."""
+        job = self.start(crash_at, options, partitions, stop_when)
         try:
             yield job
         finally:
@@ -71,6 +72,7 @@ class Pipeline:
         crash_at: str | None = None,
         options: dict[str, str] | None = None,
         partitions: int | None = None,
+        stop_when: Path | None = None,
     ) -> subprocess.Popen[str]:
         """Start the query in the background; :meth:`started` is the safe way to use it."""
         env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
@@ -92,6 +94,8 @@ class Pipeline:
         ]  # fmt: skip
         for key, value in (options or {}).items():
             command += ["--option", f"{key}={value}"]
+        if stop_when is not None:
+            command += ["--stop-when", str(stop_when)]
         # A session of its own: a crash point kills the whole group, never the test.
         return subprocess.Popen(
             command,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 from checkpoint.crashpoints import PGID_ENV
 from connectors.spark import register
@@ -28,6 +29,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--option", action="append", default=[], help="sink option key=value")
+    parser.add_argument("--stop-when", help="call query.stop() once this file exists")
     args = parser.parse_args(argv)
     # Crash points anywhere (driver, JVM, Python workers) kill this job's whole group.
     os.environ[PGID_ENV] = str(os.getpgrp())
@@ -53,6 +55,10 @@ def main(argv: list[str]) -> int:
         key, _, value = pair.partition("=")
         writer = writer.option(key, value)
     query = writer.trigger(availableNow=True).start()
+    if args.stop_when:
+        while query.isActive and not os.path.exists(args.stop_when):
+            time.sleep(0.2)
+        query.stop()  # what a user's stop does: mid-batch when the file came mid-batch
     query.awaitTermination()
     spark.stop()
     return 0

@@ -17,6 +17,7 @@ import pytest
 
 from connectors.kafka.transactions import TxnState
 from integration_tests.conftest import KafkaFactory, create_topic
+from integration_tests.sink.conftest import default_version_only
 from integration_tests.sink.harness import KILLED, Pipeline, assert_exactly_once, assert_ran
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -65,6 +66,7 @@ def test_transaction_timed_out_before_the_decision_fails_the_batch_loudly(
     assert pipeline.uncommitted_count() == 400  # the timed-out copy of batch 1 is aborted
 
 
+@default_version_only
 def test_a_transaction_too_close_to_its_timeout_is_never_decided(pipeline: Pipeline) -> None:
     """The driver is slow between its sweep of lingering transactions and the decision (a
     long sweep, a slow store): the pre-committed transactions of batch 1 near their 6 s
@@ -83,6 +85,7 @@ def test_a_transaction_too_close_to_its_timeout_is_never_decided(pipeline: Pipel
     assert_exactly_once(pipeline)
 
 
+@default_version_only
 def test_a_decided_batch_id_planned_anew_stops_loudly(pipeline: Pipeline) -> None:
     """Batch 1 is decided and committed, then the driver dies before Spark records it as
     done. An operator deletes offsets/1, so Spark plans batch 1 anew. Its tasks trust the
@@ -123,6 +126,30 @@ def test_decided_transaction_lost_to_its_timeout_stops_with_the_batch_named(
         assert needle in result.stderr, f"the error does not name {needle!r}"
     assert sum(pipeline.committed().values()) == 100  # batch 1 lost, and said so
     assert pipeline.uncommitted_count() == 200
+
+
+@default_version_only
+def test_stop_mid_batch_leaves_no_open_transaction(pipeline: Pipeline, tmp_path: Path) -> None:
+    """``query.stop()`` while batch 1's tasks hold their pre-committed transactions: Spark
+    cancels the job and calls ``abort``, which aborts every open transaction of the query that
+    no decision names, including those of attempts that never reported back. Left open they
+    would hold back every read_committed reader of the output until their timeout (15 min)."""
+    stop = tmp_path / "stop"
+    with pipeline.started("task.after_pre_commit@1:stall=120", stop_when=stop) as job:
+        deadline = time.monotonic() + 180
+        while len(pipeline.open_transactions()) < 2:
+            assert job.poll() is None and time.monotonic() < deadline, "batch 1 not pre-committed"
+            time.sleep(0.5)
+        assert pipeline.store().checkpoint_ids() == [0]  # batch 1 undecided
+        stop.touch()
+        _, stderr = job.communicate(timeout=120)
+    assert job.returncode == 0, stderr[-4000:]
+    assert pipeline.open_transactions() == [], "the stopped batch's transactions are still open"
+    assert pipeline.committed() == Counter(range(100))
+    assert pipeline.uncommitted_count() == 200  # batch 1 was written, and aborted
+
+    assert_ran(pipeline.run())
+    assert_exactly_once(pipeline)
 
 
 def test_parallelism_change_after_a_crash_aborts_ids_beyond_the_new_task_count(
