@@ -59,6 +59,12 @@ class Deadline:
         return min(interval, self.remaining())
 
 
+def retry_pause(failures: int, *, backoff: float = 0.1, max_backoff: float = 2.0) -> float:
+    """Seconds to wait after the ``failures``-th failure in a row: doubling, capped, so a
+    broker that is coming back is not flooded and one that is back is found soon."""
+    return min(max_backoff, backoff * 2 ** (failures - 1))
+
+
 def call_with_retries(
     operation: Callable[[], T],
     *,
@@ -84,7 +90,7 @@ def call_with_retries(
         except Exception as exc:
             if not is_retriable(exc):
                 raise
-            pause = deadline.bound(min(max_backoff, backoff * 2 ** (attempt - 1)))
+            pause = deadline.bound(retry_pause(attempt, backoff=backoff, max_backoff=max_backoff))
             if deadline.expired():
                 raise DeadlineExceeded(
                     f"{action} did not finish within {deadline.timeout} s after {attempt} "

@@ -5,12 +5,14 @@ one (confluent-kafka cannot; Flink reaches into the Java client by reflection). 
 can: EndTxn names the transaction by transactional id, producer id and epoch, which is exactly
 what a committable records. kafka-python provides the requests and the admin calls
 (DescribeTransactions, ListTransactions, FindCoordinator), so nothing here hand-writes the
-wire format.
+wire format. A batch's EndTxns go to all its coordinators at once, under one deadline
+(:mod:`connectors.kafka.coordinators`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -18,29 +20,28 @@ from typing import Any
 import kafka.errors as Errors
 from kafka.admin import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
+from kafka.protocol.admin.transactions import DescribeTransactionsRequest
 from kafka.protocol.producer.transaction import EndTxnRequest
 
-from checkpoint.deadline import Deadline, call_with_retries
+from checkpoint.deadline import Deadline
+from checkpoint.errors import DeadlineExceeded
 from connectors.kafka.client_config import kafka_python_config
+from connectors.kafka.coordinators import (
+    IN_FLIGHT_PER_BROKER,
+    broker_max_versions,
+    call_coordinators,
+)
+from connectors.kafka.end_txn import (
+    EPOCH_BUMP_END_TXN_VERSION,
+    RETRIABLE_END_TXN_ERRORS,
+    EndTxnCall,
+    EndTxnOutcome,
+    EndTxnResult,
+    EndTxnTarget,
+    end_txn_version,
+)
 from connectors.kafka.naming import named_for_prefix
 
-# The transactional id's coordinator is gone or moved (a broker died, the transaction log's
-# leadership changed): worth another try once the coordinator is looked up afresh.
-COORDINATOR_MOVED_ERRORS: tuple[type[Exception], ...] = (
-    Errors.CoordinatorNotAvailableError,
-    Errors.NotCoordinatorError,
-    Errors.NodeNotReadyError,
-    Errors.KafkaConnectionError,
-    Errors.KafkaTimeoutError,
-    Errors.RequestTimedOutError,
-)
-# Worth another try before the deadline: the coordinator moved, is loading, or is still
-# completing a previous EndTxn of the same transactional id.
-RETRIABLE_END_TXN_ERRORS: tuple[type[Exception], ...] = (
-    Errors.ConcurrentTransactionsError,
-    Errors.CoordinatorLoadInProgressError,
-    *COORDINATOR_MOVED_ERRORS,
-)
 # The transaction is no longer the one the caller named: ended, or fenced by a newer epoch.
 # Only a describe can tell "already committed" from "lost".
 ENDED_OR_FENCED_ERRORS: tuple[type[Exception], ...] = (
@@ -91,33 +92,51 @@ class TxnDescription:
         )
 
 
+class _DescribeCall:
+    """DescribeTransactions, one request per coordinator."""
+
+    retriable = RETRIABLE_END_TXN_ERRORS
+    versioned = False
+
+    def requests(self, ids: list[str], versions: Mapping[int, int]) -> list[tuple[Any, list[str]]]:
+        return [(DescribeTransactionsRequest(transactional_ids=ids), ids)]
+
+    def answers(self, response: Any, ids: list[str]) -> dict[str, tuple[type[Exception], Any]]:
+        return {
+            raw.transactional_id: (Errors.for_code(raw.error_code), raw)
+            for raw in response.transaction_states
+        }
+
+
 class TransactionAdmin:
-    """Admin connections to one cluster, for the driver, the CLI and the writer's describe."""
+    """Admin connections to one cluster, for the driver, the CLI and the writer's describe.
+
+    Not thread-safe: describes and EndTxns run on one kafka-python client that the calling
+    thread drives.
+    """
 
     def __init__(self, client_config: Mapping[str, Any], request_timeout_ms: int = 30_000) -> None:
         config = {
             "request_timeout_ms": request_timeout_ms,
             # An unreachable cluster fails within the caller's timeout, not kafka-python's 30 s.
             "bootstrap_timeout_ms": request_timeout_ms,
+            "max_in_flight_requests_per_connection": IN_FLIGHT_PER_BROKER,
             **kafka_python_config(client_config),
         }
-        self._request_timeout_ms = int(config["request_timeout_ms"])
-        self._config = config
+        self._request_timeout_s = int(config["request_timeout_ms"]) / 1000
         self._admin = KafkaAdminClient(**config)
         self._net = KafkaNetClient(**config)
-        self._net.check_version(timeout_ms=self._request_timeout_ms)
-        # EndTxn v5 is transactions V2: every EndTxn moves the epoch on.
-        self.epoch_bumps_on_end = self._net.api_version(EndTxnRequest, max_version=5) >= 5
+        self._net.check_version(timeout_ms=int(config["request_timeout_ms"]))
+        # The bootstrap broker's answer, which is not every coordinator's while a rolling
+        # upgrade runs: epoch_bumps_on_end_at() asks the coordinator itself.
+        self.epoch_bumps_on_end = (
+            self._net.api_version(EndTxnRequest, max_version=EPOCH_BUMP_END_TXN_VERSION)
+            >= EPOCH_BUMP_END_TXN_VERSION
+        )
 
     def close(self) -> None:
         self._admin.close()
         self._net.close()
-
-    def _forget_coordinators(self) -> None:
-        """kafka-python caches each id's coordinator and never drops a dead one: only a new
-        admin client asks FindCoordinator again, and so finds where the role moved."""
-        self._admin.close()
-        self._admin = KafkaAdminClient(**self._config)
 
     def __enter__(self) -> TransactionAdmin:
         return self
@@ -125,25 +144,48 @@ class TransactionAdmin:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def describe(self, transactional_ids: Iterable[str]) -> dict[str, TxnDescription | None]:
-        """Current state per transactional id; None for an id the coordinator does not know."""
+    def describe(
+        self, transactional_ids: Iterable[str], *, deadline: Deadline | None = None
+    ) -> dict[str, TxnDescription | None]:
+        """Current state per transactional id; None for an id the coordinator does not know.
+
+        One DescribeTransactions per coordinator, all at once, within ``deadline`` (the
+        request timeout by default); :class:`~checkpoint.errors.DeadlineExceeded` if
+        coordinators stay unreachable that long.
+        """
+        ids = list(dict.fromkeys(transactional_ids))
+        deadline = deadline or Deadline(self._request_timeout_s)
+        answers = call_coordinators(self._net, ids, _DescribeCall(), deadline=deadline)
         result: dict[str, TxnDescription | None] = {}
-        for tid in transactional_ids:
-            try:
-                raw = self._admin.describe_transactions([tid])[tid]
-            except Errors.TransactionalIdNotFoundError:
+        for tid in ids:
+            answer = answers[tid]
+            if answer.timed_out:
+                raise DeadlineExceeded(
+                    f"DescribeTransactions of {tid} did not finish within {deadline.timeout} s; "
+                    f"last error: {answer.error.__name__}: {answer.detail}. Raise the timeout "
+                    "or check the broker"
+                )
+            if answer.error is Errors.TransactionalIdNotFoundError:
                 result[tid] = None
-                continue
-            result[tid] = TxnDescription(
-                transactional_id=tid,
-                state=TxnState(raw.state.value),
-                producer_id=raw.producer_id,
-                epoch=raw.producer_epoch,
-                coordinator_id=raw.coordinator_id,
-                timeout_ms=raw.transaction_timeout_ms,
-                start_time_ms=raw.transaction_start_time_ms,
-                partitions=tuple(sorted((tp.topic, tp.partition) for tp in raw.topic_partitions)),
-            )
+            elif answer.error is not Errors.NoError:
+                raise answer.error(
+                    f"DescribeTransactions of {tid}: coordinator {answer.coordinator_id} "
+                    f"answered {answer.error.__name__}"
+                )
+            else:
+                raw = answer.value
+                result[tid] = TxnDescription(
+                    transactional_id=tid,
+                    state=TxnState(raw.transaction_state),
+                    producer_id=raw.producer_id,
+                    epoch=raw.producer_epoch,
+                    coordinator_id=answer.coordinator_id,
+                    timeout_ms=raw.transaction_timeout_ms,
+                    start_time_ms=raw.transaction_start_time_ms,
+                    partitions=tuple(
+                        sorted((t.topic, p) for t in raw.topics for p in t.partitions)
+                    ),
+                )
         return result
 
     def list_transactional_ids(self, prefix: str, *, ongoing_only: bool = True) -> list[str]:
@@ -159,6 +201,31 @@ class TransactionAdmin:
             }
         )
 
+    def end_transactions(
+        self, targets: Sequence[EndTxnTarget], *, commit: bool, deadline: Deadline
+    ) -> dict[str, EndTxnOutcome]:
+        """End every target's transaction, EndTxn to all their coordinators at once.
+
+        Retriable answers (:data:`RETRIABLE_END_TXN_ERRORS`; a coordinator that moved or is
+        unreachable is looked up again) are retried with backoff until ``deadline``, after the
+        ids that never failed, so an unreachable coordinator never holds back ids whose
+        coordinators answer. Every id comes back ENDED, REFUSED with the coordinator's answer
+        (a describe tells "ended before" from "lost"), or TIMED_OUT. Raises only what no retry
+        mends on the client's side (a failed login, a broker older than Kafka 3.0).
+        """
+        by_id = {t.transactional_id: t for t in targets}
+        if len(by_id) < len(targets):
+            counts = Counter(t.transactional_id for t in targets)
+            twice = sorted(tid for tid, n in counts.items() if n > 1)
+            raise ValueError(
+                f"one EndTxn per transactional id in a batch, got several for {twice}: a "
+                "transactional id holds one transaction at a time"
+            )
+        answers = call_coordinators(
+            self._net, list(by_id), EndTxnCall(by_id, commit), deadline=deadline
+        )
+        return {tid: EndTxnOutcome.of(by_id[tid], commit, a) for tid, a in answers.items()}
+
     def end_transaction(
         self,
         transactional_id: str,
@@ -168,47 +235,35 @@ class TransactionAdmin:
         commit: bool,
         deadline: Deadline,
     ) -> type[Exception] | None:
-        """Send EndTxn, retrying retriable answers until ``deadline``.
+        """One EndTxn, sent as :meth:`end_transactions` sends a batch's.
 
         Returns None on success, or the non-retriable error class the coordinator answered
         with; raises :class:`~checkpoint.errors.DeadlineExceeded` when retriable errors
         outlast the deadline.
         """
+        target = EndTxnTarget(transactional_id, producer_id, epoch)
+        outcomes = self.end_transactions([target], commit=commit, deadline=deadline)
+        (only,) = outcomes.values()
+        if only.result is EndTxnResult.TIMED_OUT:
+            assert only.error is not None
+            raise DeadlineExceeded(
+                f"{only}. The deadline was {deadline.timeout} s: raise it, or check the broker"
+            ) from only.error(only.detail)
+        return only.error
 
-        def attempt() -> type[Exception] | None:
-            try:
-                return send()
-            except COORDINATOR_MOVED_ERRORS:
-                self._forget_coordinators()
-                raise
+    def epoch_bumps_on_end_at(
+        self, coordinator_id: int, *, deadline: Deadline | None = None
+    ) -> bool:
+        """Whether an EndTxn at this coordinator moves the epoch on (transactions V2).
 
-        def send() -> type[Exception] | None:
-            described = self.describe([transactional_id])[transactional_id]
-            coordinator = described.coordinator_id if described else self._net.least_loaded_node()
-            response = self._net.send_and_receive(
-                coordinator,
-                EndTxnRequest(
-                    transactional_id=transactional_id,
-                    producer_id=producer_id,
-                    producer_epoch=epoch,
-                    committed=commit,
-                ),
-                timeout_ms=max(1, int(deadline.bound(self._request_timeout_ms / 1000) * 1000)),
-            )
-            error = Errors.for_code(response.error_code)
-            if issubclass(error, RETRIABLE_END_TXN_ERRORS):
-                raise error()
-            return None if error is Errors.NoError else error
-
-        return call_with_retries(
-            attempt,
-            deadline=deadline,
-            action=(
-                f"EndTxn({'commit' if commit else 'abort'}) of {transactional_id} "
-                f"(producer id {producer_id}, epoch {epoch})"
-            ),
-            is_retriable=lambda exc: isinstance(exc, RETRIABLE_END_TXN_ERRORS),
+        Asked of that broker itself (ApiVersions: EndTxn v5+), because brokers of a cluster in
+        a rolling upgrade speak different versions; :meth:`end_transactions` sends each
+        coordinator the EndTxn version this answers for.
+        """
+        versions = broker_max_versions(
+            self._net, coordinator_id, deadline or Deadline(self._request_timeout_s)
         )
+        return end_txn_version(versions) >= EPOCH_BUMP_END_TXN_VERSION
 
 
 def open_transactions(
