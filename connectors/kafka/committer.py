@@ -17,12 +17,15 @@ from typing import Any
 
 from checkpoint.crashpoints import crash_point
 from checkpoint.deadline import Deadline
+from checkpoint.errors import DeadlineExceeded
 from checkpoint.model import CheckpointId, Committable
 from connectors.kafka.errors import PreCommitLostError, PrefixConflictError, TransactionLostError
 from connectors.kafka.lifetime import commit_margin_ms, remaining_ms
 from connectors.kafka.naming import TransactionalIdNaming
 from connectors.kafka.transactions import (
     ENDED_OR_FENCED_ERRORS,
+    EndTxnResult,
+    EndTxnTarget,
     TransactionAdmin,
     TxnState,
     open_transactions,
@@ -92,7 +95,7 @@ class KafkaCommitter:
                     f"{now.epoch}",
                 )
             left_ms = remaining_ms(now.start_time_ms, now.timeout_ms, now_ms)
-            margin_ms = commit_margin_ms(now.timeout_ms)
+            margin_ms = commit_margin_ms(now.timeout_ms, int(self._timeout_s * 1000))
             if left_ms < margin_ms:
                 raise PreCommitLostError(
                     checkpoint_id,
@@ -110,38 +113,55 @@ class KafkaCommitter:
             raise failures[0][1]
 
     def commit_all(self, committables: Sequence[Committable]) -> list[tuple[str, Exception]]:
-        """EndTxn(commit) of every transaction under one ``timeout_s`` deadline.
+        """EndTxn(commit) of every transaction at once, under one ``timeout_s`` deadline
+        (:meth:`TransactionAdmin.end_transactions`: grouped by coordinator, an unreachable one
+        retried last, never holding back the others).
 
-        A transaction that answers "ended or fenced", or any other non-retriable error, is
-        described before anything is concluded: already committed is success (a re-driven
-        commit after a crash), anything else is :class:`TransactionLostError`.
+        A refused EndTxn is described before anything is concluded: already committed is
+        success (a re-driven commit after a crash), still open is an error that the next
+        restart retries, anything else is :class:`TransactionLostError`.
         """
-        deadline = Deadline(self._timeout_s)
+        written = [c for c in committables if not c.wrote_nothing]
+        if not written:
+            return []
+        crash_point("driver.before_end_txn")
+        outcomes = self.admin.end_transactions(
+            [EndTxnTarget(c.transactional_id, c.producer_id, c.epoch) for c in written],
+            commit=True,
+            deadline=Deadline(self._timeout_s),
+        )
         failures: list[tuple[str, Exception]] = []
-        for committable in committables:
-            if committable.wrote_nothing:
-                continue  # the task wrote nothing and opened no transaction
-            crash_point("driver.before_end_txn")
+        for c in written:
+            outcome = outcomes[c.transactional_id]
             try:
-                error = self.admin.end_transaction(
-                    committable.transactional_id,
-                    committable.producer_id,
-                    committable.epoch,
-                    commit=True,
-                    deadline=deadline,
-                )
-                if error is not None:
-                    self._check_committed(committable, error)
+                if outcome.result is EndTxnResult.TIMED_OUT:
+                    raise DeadlineExceeded(
+                        f"{outcome}. commitTimeoutMs = {int(self._timeout_s * 1000)}: raise it, or "
+                        "check the brokers; the decision stands and the next restart commits it"
+                    )
+                if outcome.result is EndTxnResult.REFUSED:
+                    assert outcome.error is not None
+                    self._check_committed(c, outcome.error, outcome.coordinator_id)
             except Exception as exc:
-                failures.append((committable.transactional_id, exc))
+                failures.append((c.transactional_id, exc))
         return failures
 
-    def _check_committed(self, committable: Committable, error: type[Exception]) -> None:
-        """EndTxn answered ``error``: success only if the transaction is committed already."""
+    def _check_committed(
+        self, committable: Committable, error: type[Exception], coordinator_id: int | None
+    ) -> None:
+        """EndTxn answered ``error``: success only if the transaction is committed already.
+
+        Whether the coordinator moves the epoch on at EndTxn (transactions V2) is asked of the
+        coordinator that answered: brokers of a cluster in a rolling upgrade differ.
+        """
         tid = committable.transactional_id
         now = self.admin.describe([tid])[tid]
         if now is not None and now.is_commit_of(
-            committable.producer_id, committable.epoch, epoch_bumped=self.admin.epoch_bumps_on_end
+            committable.producer_id,
+            committable.epoch,
+            epoch_bumped=self.admin.epoch_bumps_on_end_at(
+                now.coordinator_id if coordinator_id is None else coordinator_id
+            ),
         ):
             return  # committed before (a re-driven commit after a crash): idempotent
         seen = (
@@ -187,6 +207,7 @@ class KafkaCommitter:
         naming = self._naming
         kept = {c.key for c in keep}
         foreign: dict[str, list[str]] = {}
+        lingering: list[EndTxnTarget] = []
         for now in open_transactions(self.admin, naming.prefix):
             owner = naming.foreign_owner(now.transactional_id)
             if owner is not None:
@@ -197,13 +218,24 @@ class KafkaCommitter:
                     "that died or lost to another attempt of its task left it",
                     now.transactional_id, now.producer_id, now.epoch,
                 )  # fmt: skip
-                self._abort(now.transactional_id, now.producer_id, now.epoch)
+                lingering.append(EndTxnTarget(now.transactional_id, now.producer_id, now.epoch))
+        self._abort_all(lingering)
         if foreign:
             raise PrefixConflictError(naming.prefix, self._location, naming.owner, foreign)
 
     def _abort(self, transactional_id: str, producer_id: int, epoch: int) -> None:
-        error = self.admin.end_transaction(
-            transactional_id, producer_id, epoch, commit=False, deadline=Deadline(self._timeout_s)
-        )
-        if error is not None and not issubclass(error, ENDED_OR_FENCED_ERRORS):
-            raise error(f"EndTxn(abort) of {transactional_id} failed")
+        self._abort_all([EndTxnTarget(transactional_id, producer_id, epoch)])
+
+    def _abort_all(self, targets: Sequence[EndTxnTarget]) -> None:
+        """EndTxn(abort) of every target at once; one that already ended (or was fenced by a
+        newer epoch) is left as it is."""
+        if not targets:
+            return
+        outcomes = self.admin.end_transactions(
+            targets, commit=False, deadline=Deadline(self._timeout_s)
+        ).values()
+        for outcome in outcomes:
+            if outcome.result is EndTxnResult.TIMED_OUT:
+                raise DeadlineExceeded(str(outcome))
+            if outcome.error is not None and not issubclass(outcome.error, ENDED_OR_FENCED_ERRORS):
+                raise outcome.error(str(outcome))

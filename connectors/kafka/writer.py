@@ -193,6 +193,8 @@ class ExactlyOnceWriter(_BaseWriter):
         topic: str | None,
         transactional_ids: Sequence[str],
         timeout_s: float,
+        *,
+        commit_timeout_s: float = 60.0,
     ) -> None:
         super().__init__(producer_config, topic, timeout_s)
         if not transactional_ids:
@@ -201,7 +203,9 @@ class ExactlyOnceWriter(_BaseWriter):
         self.transactional_id = self._candidates[0]  # the one taken, once the task has input
         self._identity = _ProducerIdentity()
         self._admin: TransactionAdmin | None = None
-        self._timeout_ms = transaction_timeout_ms(self._config)
+        timeout_ms = transaction_timeout_ms(self._config)
+        self._age_limit_ms = timeout_ms - commit_margin_ms(timeout_ms, int(commit_timeout_s * 1000))
+        self._timeout_ms = timeout_ms
         self._begun_at: float | None = None
 
     def _open(self) -> Producer:
@@ -221,23 +225,22 @@ class ExactlyOnceWriter(_BaseWriter):
         return producer
 
     def _free_transactional_id(self) -> str:
-        """Step 1: the first candidate whose id holds no Ongoing transaction."""
-        described = self._admin_client().describe(self._candidates)
+        """Step 1: the first candidate whose id holds no Ongoing transaction. One describe
+        in the usual case: an attempt's own slot is free unless another attempt holds it."""
+        admin = self._admin_client()
+        held = []
         for tid in self._candidates:
-            now = described[tid]
+            now = admin.describe([tid])[tid]
             if now is None or now.state != TxnState.ONGOING:
                 return tid
-        held = ", ".join(
-            f"{tid} (producer id {d.producer_id}, epoch {d.epoch})"
-            for tid, d in described.items()
-            if d is not None
-        )
+            held.append(f"{tid} (producer id {now.producer_id}, epoch {now.epoch})")
         raise DeliveryFailed(
-            f"every transactional id of this task holds an open transaction: {held}. Each "
-            "belongs to another attempt of the task, still running or dead before the driver "
-            "aborted it; taking one would abort a transaction the driver may be committing. "
-            "The driver aborts them when it commits or aborts the batch; `kafka-eos txn list` "
-            "shows them. Retry the task, or check why so many attempts of it ran at once"
+            f"every transactional id of this task holds an open transaction: {', '.join(held)}. "
+            "Each belongs to another attempt of the task, still running or dead before the "
+            "driver aborted it; taking one would abort a transaction the driver may be "
+            "committing. The driver aborts them when it commits or aborts the batch; "
+            "`kafka-eos txn list` shows them. Retry the task, or check why so many attempts of "
+            "it ran at once"
         )
 
     def _admin_client(self) -> TransactionAdmin:
@@ -260,7 +263,7 @@ class ExactlyOnceWriter(_BaseWriter):
         if self._begun_at is None:
             return
         age_ms = (time.monotonic() - self._begun_at) * 1000
-        limit_ms = self._timeout_ms - commit_margin_ms(self._timeout_ms)
+        limit_ms = self._age_limit_ms
         if age_ms > limit_ms:
             raise TransactionTooLong(
                 f"transaction {self.transactional_id} has been open {age_ms / 1000:.1f} s, "

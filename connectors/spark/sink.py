@@ -187,7 +187,11 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             # again would duplicate it.
             return KafkaCommitMessage(batch_id, Committable.nothing_written(candidates[0]))
         writer = ExactlyOnceWriter(
-            self._sink.producer_config, self._sink.topic, candidates, self._sink.flush_timeout_s
+            self._sink.producer_config,
+            self._sink.topic,
+            candidates,
+            self._sink.flush_timeout_s,
+            commit_timeout_s=self._sink.commit_timeout_s,
         )
         committable = writer.write_and_pre_commit(batch_id, iterator)
         # A task can still fail after its pre-commit (its result lost on the way to the driver):

@@ -93,11 +93,12 @@ def test_a_decided_batch_id_planned_anew_stops_loudly(pipeline: Pipeline) -> Non
     decision holds the fingerprint of the old offsets/1, so the restart stops, naming it."""
     assert_ran(pipeline.run("driver.after_commit@1"), KILLED)
     assert pipeline.store().is_confirmed(1) and 1 not in pipeline.spark_committed_batches()
-    (pipeline.checkpoint / "offsets" / "1").unlink()
+    for entry in ("1", ".1.crc"):  # the log entry and Hadoop's checksum of it
+        (pipeline.checkpoint / "offsets" / entry).unlink()
 
     result = pipeline.run()
     assert_ran(result, 1)
-    assert "ReusedCheckpointId" in result.stderr
+    assert "ReusedCheckpointId" in result.stderr, result.stderr[-3000:]
     assert "offsets/1 was deleted or replaced" in result.stderr
     assert 1 not in pipeline.spark_committed_batches()
     assert pipeline.committed() == Counter(range(200))  # batches 0 and 1, once each
@@ -137,10 +138,11 @@ def test_stop_mid_batch_leaves_no_open_transaction(pipeline: Pipeline, tmp_path:
     stop = tmp_path / "stop"
     with pipeline.started("task.after_pre_commit@1:stall=120", stop_when=stop) as job:
         deadline = time.monotonic() + 180
-        while len(pipeline.open_transactions()) < 2:
+        # Batch 0 is committed (its transactions closed), and batch 1's tasks pre-committed.
+        while pipeline.store().checkpoint_ids() != [0] or len(pipeline.open_transactions()) < 2:
             assert job.poll() is None and time.monotonic() < deadline, "batch 1 not pre-committed"
             time.sleep(0.5)
-        assert pipeline.store().checkpoint_ids() == [0]  # batch 1 undecided
+        assert pipeline.store().is_confirmed(0)
         stop.touch()
         _, stderr = job.communicate(timeout=120)
     assert job.returncode == 0, stderr[-4000:]
