@@ -294,8 +294,3 @@ class _ArrowFileSystem:
     def delete(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self._fs.delete_file(path)
-
-
-def is_local(fs: FileSystem) -> bool:
-    """Whether ``fs`` is the local disk, however the location named it."""
-    return isinstance(fs, _LocalFileSystem)

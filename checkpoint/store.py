@@ -34,7 +34,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any
 
-from checkpoint._filesystem import canonical_uri, is_local, open_filesystem
+from checkpoint._filesystem import open_filesystem
 from checkpoint.errors import (
     ConfigError,
     CorruptSnapshotError,
@@ -69,17 +69,6 @@ def read_location(location: str | os.PathLike[str]) -> bytes | None:
         return fs.read(path)
     except FileNotFoundError:
         return None
-
-
-def location_identity(location: str | os.PathLike[str]) -> str:
-    """One name per storage location, however it is spelled (a trailing slash, a relative
-    path, ``file:`` or not, ``s3a://`` for ``s3://``), so that a query keeps one identity
-    across restarts that spell its checkpoint location differently."""
-    raw = os.fspath(location)
-    fs, root = open_filesystem(raw, None)
-    if is_local(fs):
-        return f"file:{root}"
-    return canonical_uri(raw).rstrip("/")  # the host stays: hdfs://nn1/a is not hdfs://nn2/a
 
 
 class SnapshotStore:

@@ -95,11 +95,13 @@ class PrefixConflictError(KafkaEosError):
         others = "; ".join(f"owner {o}: {', '.join(sorted(ids))}" for o, ids in foreign.items())
         super().__init__(
             f"transactionalIdPrefix {prefix!r} is in use by another query: open transactions "
-            f"of another checkpoint location ({others}). This query checkpoints at {location!r} "
-            f"(owner {owner}); an owner is the start of the sha256 of a checkpoint location, "
-            "and `kafka-eos txn list --prefix <prefix>` shows each id's owner. Usually an old "
+            f"of another owner ({others}). This query checkpoints at {location!r} (owner "
+            f"{owner}). An owner is the part of an id after the prefix: the start of the "
+            "sha256 of the query id in Spark's <checkpointLocation>/metadata. Usually an old "
             "deployment of the same job still runs, or crashed moments ago, on another "
-            "checkpoint location. Stop it, or give this query its own transactionalIdPrefix. "
-            "If the other query is gone for good, `kafka-eos txn abort --prefix <prefix>` ends "
-            "its transactions (or wait for its transaction.timeout.ms); this query then starts."
+            "checkpoint location, or on a kafka-eos release before owners (its ids have none). "
+            "Stop it, or give this query its own transactionalIdPrefix. If the other query is "
+            "gone for good, `kafka-eos txn abort --bootstrap-servers <brokers> --prefix "
+            "<prefix>` ends its transactions (or wait for their transaction.timeout.ms); this "
+            "query then starts."
         )

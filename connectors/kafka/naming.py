@@ -1,9 +1,11 @@
 """Transactional-id naming: ``<prefix>-<owner>-<task partition>-<slot>``, a bounded set.
 
-- **owner**: 8 hex digits of the sha256 of the query's checkpoint location. Two queries that
-  share a ``transactionalIdPrefix`` (a redeploy on a new checkpoint location while the old
-  query still runs) name different ids, so neither can fence the other, and recovery aborts
-  only its own lingering transactions; another owner's open transaction is reported instead.
+- **owner**: 8 hex digits of the sha256 of the query's id in its checkpoint (Spark's
+  ``metadata``): stable across restarts however the location is spelled, and different for
+  two queries. Two queries that share a ``transactionalIdPrefix`` (a redeploy on a new
+  checkpoint location while the old query still runs) name different ids, so neither can
+  fence the other, and each aborts only its own lingering transactions; another owner's open
+  transaction is reported instead.
 - **slot**: one of :data:`SLOTS_PER_TASK` ids per task partition. Attempts of one task
   (a retry, a speculative copy, a zombie of a resubmitted stage) must never share an id: the
   later one's ``init_transactions`` would abort the earlier one's transaction, which the driver
@@ -14,8 +16,9 @@
 
 Bounded (task partitions x slots), so the coordinators' state stays small and recovery lists
 every id by prefix, including ids beyond today's task count after a parallelism change.
-Ids of releases before 0.2 (``<prefix>-<task partition>``) are still recognised as this
-query's own, so that an upgrade aborts their lingering transactions.
+Ids of releases before owners (``<prefix>-<task partition>``) name no owner: they may be this
+query's from before an upgrade or another query's still on the old release, so they are
+never aborted as this query's own, but reported as foreign (:data:`NO_OWNER`).
 """
 
 from __future__ import annotations
@@ -25,18 +28,19 @@ import re
 from dataclasses import dataclass
 
 SLOTS_PER_TASK = 8
+NO_OWNER = "none (an id of a release before owners)"
 _OWNER = re.compile(r"[0-9a-f]{8}")
 
 
 def _owner_part(prefix: str, candidate: str) -> str | None:
-    """The owner that ``candidate`` names, ``""`` for an id of an earlier release (it names
-    none), or None when a sink with ``prefix`` does not name ``candidate`` at all."""
+    """The owner that ``candidate`` names, :data:`NO_OWNER` for an id of an earlier release,
+    or None when a sink with ``prefix`` does not name ``candidate`` at all."""
     match = re.fullmatch(re.escape(prefix) + r"-(?:([0-9a-f]{8})-\d+-(\d+)|\d+)", candidate)
     if match is None:
         return None
     owner, slot = match.groups()
     if owner is None:
-        return ""
+        return NO_OWNER
     return owner if int(slot) < SLOTS_PER_TASK else None
 
 
@@ -46,9 +50,9 @@ def named_for_prefix(prefix: str, candidate: str) -> bool:
     return _owner_part(prefix, candidate) is not None
 
 
-def owner_of(location_identity: str) -> str:
-    """The owner part of the ids of the query checkpointing at ``location_identity``."""
-    return hashlib.sha256(location_identity.encode()).hexdigest()[:8]
+def owner_of(query_id: str) -> str:
+    """The owner part of the ids of the query with this id (Spark's query id)."""
+    return hashlib.sha256(query_id.encode()).hexdigest()[:8]
 
 
 @dataclass(frozen=True)
@@ -77,10 +81,11 @@ class TransactionalIdNaming:
         ]
 
     def owns(self, candidate: str) -> bool:
-        """Whether this query named ``candidate`` (or an earlier release of it did)."""
-        return _owner_part(self.prefix, candidate) in (self.owner, "")
+        """Whether this query named ``candidate``."""
+        return _owner_part(self.prefix, candidate) == self.owner
 
     def foreign_owner(self, candidate: str) -> str | None:
-        """The owner of ``candidate`` if another query named it with the same prefix."""
+        """The owner of ``candidate`` (:data:`NO_OWNER` for an earlier release's id) if
+        another query may have named it with the same prefix."""
         owner = _owner_part(self.prefix, candidate)
-        return owner if owner and owner != self.owner else None
+        return owner if owner is not None and owner != self.owner else None

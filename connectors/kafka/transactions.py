@@ -23,7 +23,7 @@ from kafka.net.compat import KafkaNetClient
 from kafka.protocol.admin.transactions import DescribeTransactionsRequest
 from kafka.protocol.producer.transaction import EndTxnRequest
 
-from checkpoint.deadline import Deadline
+from checkpoint.deadline import Deadline, call_with_retries
 from checkpoint.errors import DeadlineExceeded
 from connectors.kafka.client_config import kafka_python_config
 from connectors.kafka.coordinators import (
@@ -189,9 +189,19 @@ class TransactionAdmin:
         return result
 
     def list_transactional_ids(self, prefix: str, *, ongoing_only: bool = True) -> list[str]:
-        """Transactional ids starting with ``prefix``, from every broker's coordinator."""
+        """Transactional ids starting with ``prefix``, from every broker's coordinator.
+
+        Retried until the request timeout while a broker is loading a partition of the
+        transaction log or restarting (a rolling upgrade): the answer is then incomplete, and
+        the sweep that lists must not fail the batch for it.
+        """
         states = [TxnState.ONGOING.value] if ongoing_only else None
-        listings = self._admin.list_transactions(state_filters=states)
+        listings = call_with_retries(
+            lambda: self._admin.list_transactions(state_filters=states),
+            deadline=Deadline(self._request_timeout_s),
+            action="ListTransactions",
+            is_retriable=lambda exc: isinstance(exc, RETRIABLE_END_TXN_ERRORS),
+        )
         return sorted(
             {
                 t.transactional_id

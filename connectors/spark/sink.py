@@ -25,11 +25,13 @@ so it holds only options and small values, never open clients.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import (
@@ -43,7 +45,7 @@ from pyspark.sql.types import (
 from checkpoint.crashpoints import checkpoint_scope, crash_point
 from checkpoint.errors import CheckpointCommitFailed, ConfigError
 from checkpoint.model import Committable
-from checkpoint.store import SnapshotStore, location_identity, read_location
+from checkpoint.store import SnapshotStore, read_location
 from checkpoint.two_phase_commit import TwoPhaseCommit
 from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.errors import TransactionLostError
@@ -51,6 +53,7 @@ from connectors.kafka.naming import TransactionalIdNaming, owner_of
 from connectors.kafka.sink_options import DeliveryGuarantee, SinkOptions
 from connectors.kafka.writer import AtLeastOnceWriter, ExactlyOnceWriter, NoGuaranteeWriter
 from connectors.lint import check_sink_config, raise_for_errors
+from connectors.lint.inputs import Timing
 from connectors.lint.live import read_cluster
 
 if TYPE_CHECKING:
@@ -59,7 +62,7 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 _BYTES = (StringType, BinaryType)
-COMMIT_MESSAGE_VERSION = 1
+COMMIT_MESSAGE_VERSION = 2  # 2: transactional ids carry an owner and a slot
 
 
 @dataclass(frozen=True)
@@ -142,9 +145,9 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, sink: SinkOptions) -> None:
         self._sink = sink
         _startup_checks(sink)
-        assert sink.checkpoint_location is not None and sink.transactional_id_prefix
+        assert sink.transactional_id_prefix
         self._naming = TransactionalIdNaming(
-            sink.transactional_id_prefix, owner_of(location_identity(sink.checkpoint_location))
+            sink.transactional_id_prefix, owner_of(spark_query_id(sink))
         )
         protocol, committer = self._protocol()
         try:
@@ -281,32 +284,58 @@ def _committables(messages: list[WriterCommitMessage | None], batch_id: int) -> 
 
 
 def spark_plan_of(sink: SinkOptions, batch_id: int) -> str:
-    """The fingerprint of Spark's ``offsets/<batch_id>``: what Spark planned for the batch.
+    """The fingerprint of Spark's ``offsets/<batch_id>``: what Spark planned for the batch."""
+    return "sha256:" + hashlib.sha256(_spark_log_entry(sink, f"offsets/{batch_id}")).hexdigest()
 
-    The decisions must live on the storage of Spark's own checkpoint, so the sink must see
-    that file: a location without a scheme is the cluster's default filesystem to Spark
-    (``fs.defaultFS``, often HDFS) but the driver's local disk to the sink; after a driver
-    restart on another host the decisions would be gone, and a half-committed batch would run
-    again (duplicates).
-    """
+
+def spark_query_id(sink: SinkOptions) -> str:
+    """The id Spark gave the query in its checkpoint (``metadata``): stable across restarts,
+    however the location is spelled, and different for two queries on look-alike paths of
+    two clusters. The owner part of the query's transactional ids comes from it."""
+    entry = _spark_log_entry(sink, "metadata")
+    try:
+        return str(json.loads(entry)["id"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"option 'checkpointLocation' = {sink.checkpoint_location!r}: Spark's metadata file "
+            f"there holds {entry[:200]!r}, not a query id ({exc!r}); it was damaged or is not "
+            "Spark's: restore it from a backup"
+        ) from exc
+
+
+def _spark_log_entry(sink: SinkOptions, name: str) -> bytes:
+    """A file of Spark's own checkpoint, e.g. ``offsets/N``, which Spark wrote before it runs
+    the batch. The decisions must live on that storage, so the sink must see the file: a
+    location without a scheme is the cluster's default filesystem to Spark (``fs.defaultFS``,
+    often HDFS) but the driver's local disk to the sink; after a driver restart on another
+    host the decisions would be gone, and a half-committed batch would run again."""
     assert sink.checkpoint_location is not None
     location = sink.checkpoint_location
-    entry = f"{location.rstrip('/')}/offsets/{batch_id}"
+    entry = f"{location.rstrip('/')}/{name}"
     logged = read_location(entry)
     if logged is None:
         raise ConfigError(
-            f"option 'checkpointLocation' = {location!r}: Spark logged batch {batch_id} there "
-            f"(offsets/{batch_id}), but the sink, which keeps its commit decisions beside it, "
-            f"does not see {entry}. Spark resolves a location without a scheme against the "
-            "cluster's default filesystem (fs.defaultFS), the sink against the driver's local "
-            "disk. Give the location as a full URI, e.g. hdfs://namenode:8020/checkpoints/q or "
+            f"option 'checkpointLocation' = {location!r}: Spark keeps the query's {name} there, "
+            f"but the sink, which keeps its commit decisions beside it, does not see {entry}. "
+            "Spark resolves a location without a scheme against the cluster's default "
+            "filesystem (fs.defaultFS), the sink against the driver's local disk. Give the "
+            "location as a full URI, e.g. hdfs://namenode:8020/checkpoints/q or "
             "s3a://bucket/checkpoints/q"
         )
-    return "sha256:" + hashlib.sha256(logged).hexdigest()
+    return logged
 
 
 def _startup_checks(sink: SinkOptions) -> None:
     """Fail fast on timeouts that would break the guarantee (rules EOS001, EOS002, EOS004)."""
-    security = {k: v for k, v in sink.producer_config.items() if k != "bootstrap.servers"}
-    broker_config = read_cluster(sink.bootstrap_servers, [], options=security).broker_config
-    raise_for_errors(check_sink_config(sink.producer_config, broker_config, sink.timing))
+    _checked(sink.bootstrap_servers, tuple(sorted(sink.producer_config.items())), sink.timing)
+
+
+@functools.cache
+def _checked(bootstrap: str, producer: tuple[tuple[str, Any], ...], timing: Timing) -> None:
+    """Once per driver-side process and configuration: Spark builds the writer for every
+    batch, in more than one process, and a broker restarting during a rolling upgrade must
+    not fail a commit or an abort for a check that already passed. Only a pass is cached."""
+    config = dict(producer)
+    security = {k: v for k, v in config.items() if k != "bootstrap.servers"}
+    broker_config = read_cluster(bootstrap, [], options=security).broker_config
+    raise_for_errors(check_sink_config(config, broker_config, timing))

@@ -16,6 +16,7 @@ from pathlib import Path
 from checkpoint.crashpoints import ENV as CRASH_ENV
 from checkpoint.crashpoints import HITS_DIR_ENV
 from checkpoint.store import SnapshotStore
+from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.drain import drain
 from connectors.kafka.transactions import TransactionAdmin, TxnDescription
 
@@ -116,6 +117,18 @@ class Pipeline:
     def store(self) -> SnapshotStore:
         """The sink's decisions, read through the same store the sink writes with."""
         return SnapshotStore(str(self.checkpoint / "kafka-eos-sink"))
+
+    def commit_first_decided(self, batch_id: int) -> None:
+        """End the first transaction of batch ``batch_id``'s decision, as the driver's EndTxn
+        would: the state a crash leaves when it lands while the batch's EndTxns are in
+        flight, and some reached their coordinators (they are sent all at once)."""
+        decision = self.store().get(batch_id)
+        assert decision is not None, f"batch {batch_id} has no decision"
+        committer = KafkaCommitter({"bootstrap.servers": self.bootstrap}, timeout_s=60)
+        try:
+            committer.commit(decision.committables[0])
+        finally:
+            committer.close()
 
     def decided_transactional_ids(self, batch_id: int) -> list[str]:
         decision = self.store().get(batch_id)

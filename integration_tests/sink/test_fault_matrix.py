@@ -42,7 +42,7 @@ def test_b_crash_after_pre_commit_before_decision(pipeline: Pipeline) -> None:
     _crash_then_recover(pipeline, "driver.before_decision@1")
     assert pipeline.store().checkpoint_ids() == [0]  # batch 1 never decided
     assert pipeline.uncommitted_count() == 200  # ... but every task pre-committed it
-    assert sorted(pipeline.open_transactions()) == [f"{pipeline.prefix}-0", f"{pipeline.prefix}-1"]
+    assert len(pipeline.open_transactions()) == 2  # one per task
 
     assert_ran(pipeline.run())
     assert_exactly_once(pipeline)
@@ -79,7 +79,8 @@ def test_c_crash_after_decision_before_any_end_txn(pipeline: Pipeline) -> None:
 
 
 def test_d_crash_after_some_end_txns(pipeline: Pipeline) -> None:
-    _crash_then_recover(pipeline, "driver.before_end_txn@1#2")
+    _crash_then_recover(pipeline, "driver.before_end_txn@1#1")
+    pipeline.commit_first_decided(1)  # its EndTxn reached the coordinator before the kill
     assert not pipeline.store().is_confirmed(1)
     states = sorted(
         d.state.value

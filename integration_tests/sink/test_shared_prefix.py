@@ -1,7 +1,7 @@
 """Two queries with one transactionalIdPrefix never abort each other's transactions.
 
 The usual cause is a redeploy on a new checkpoint location while the old query still runs.
-Before ids carried their query's owner (a fingerprint of the checkpoint location), each
+Before ids carried their query's owner (a fingerprint of Spark's query id), each
 query's sweep of lingering transactions aborted every open transaction of the prefix,
 including the other query's decided ones: a loss. Now the sweep aborts only its own, and a
 foreign owner's open transaction stops the query before anything is decided.
@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from checkpoint.store import SnapshotStore, location_identity
+from checkpoint.store import SnapshotStore
 from checkpoint.two_phase_commit import TwoPhaseCommit
 from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.errors import PrefixConflictError
@@ -42,8 +42,8 @@ def test_a_second_query_on_the_prefix_stops_before_deciding_and_aborts_only_its_
     config = {"bootstrap.servers": bootstrap, "transaction.timeout.ms": "60000"}
     prefix = f"shared-{uuid.uuid4().hex[:8]}"
     old_location, new_location = str(tmp_path / "old"), str(tmp_path / "new")
-    old = TransactionalIdNaming(prefix, owner_of(location_identity(old_location)))
-    new = TransactionalIdNaming(prefix, owner_of(location_identity(new_location)))
+    old = TransactionalIdNaming(prefix, owner_of(str(uuid.uuid4())))  # Spark's query ids
+    new = TransactionalIdNaming(prefix, owner_of(str(uuid.uuid4())))
 
     # The old query's batch is pre-committed (about to be decided) when the new one commits.
     old_txn = ExactlyOnceWriter(config, topic, old.slots(0, 0), 30.0).write_and_pre_commit(
