@@ -11,6 +11,8 @@ offsets but yield no rows, so a batch never has more rows than its budget.
 {('t', 0): 99, ('t', 1): 1}
 >>> pin_latest({("t", 0): -1, ("t", 1): 7}, {("t", 0): 500, ("t", 1): 90})
 {('t', 0): 500, ('t', 1): 7}
+>>> pin_latest({("t", 0): -1, ("t", 1): 7}, {("t", 0): -1, ("t", 1): 90})
+{('t', 0): -1, ('t', 1): 7}
 >>> available_now_end({("t", 0): 60}, {("t", 0): 50, ("t", 1): 5}, {("t", 0): 70, ("t", 1): 9})
 {('t', 0): 60, ('t', 1): 5}
 """
@@ -27,7 +29,8 @@ from connectors.kafka.offsets import LATEST, PartitionKey, PartitionOffsets
 def backlog(
     start: Mapping[PartitionKey, int], latest: Mapping[PartitionKey, int]
 ) -> dict[PartitionKey, int]:
-    """Offsets available per partition; a partition new since ``start`` counts from 0."""
+    """Offsets available per partition; a partition new since ``start`` counts from 0, one held
+    at its start (``latest`` equal to it) counts nothing."""
     sizes = {key: end - start.get(key, 0) for key, end in latest.items()}
     return {key: size for key, size in sizes.items() if size > 0}
 
@@ -74,8 +77,13 @@ def pin_latest(
 
     Batch 0 then exists only to write the pinned start to Spark's offset log: its replay after
     a crash, and batch 1, start there, whatever "latest" is by then. A -1 partition missing
-    from ``latest`` is gone; nothing was to be read from it.
+    from ``latest`` is gone (its deletion was confirmed); nothing was to be read from it. One
+    whose latest is -1 too was left out of the last metadata answer without being confirmed
+    deleted (held at its start): nothing is pinned then, ``start`` itself is returned, so that
+    Spark runs no batch and asks again; dropped, it would later be read from offset 0.
     """
+    if any(offset == LATEST and latest.get(key) == LATEST for key, offset in start.items()):
+        return dict(start)
     return {
         key: latest[key] if offset == LATEST else offset
         for key, offset in start.items()
@@ -93,8 +101,11 @@ def available_now_end(
 
     A record or partition that appeared between fixing the target and pinning the start would
     otherwise give an end below the start (a false data loss) or a partition reported gone.
-    Only ``latest`` (now) tells a real loss: a partition absent from it is gone, and one whose
-    latest offset is below the start went back; both keep that answer so that it is reported.
+    Only ``latest`` (now) tells a real loss: a partition absent from it is gone (confirmed
+    deleted), and one whose latest offset is below the start went back; both keep that answer
+    so that it is reported. A partition held at its start (left out of the last metadata
+    answer, deletion not confirmed) has ``latest`` equal to its start: its end is the target,
+    never below the start.
     """
     end: PartitionOffsets = {}
     for key in sorted(start.keys() | target.keys()):

@@ -8,6 +8,12 @@ is decided (committed, aborted or a marker), and executors can always read up to
 
 Every call is bounded by ``kafka.default.api.timeout.ms``; retriable errors, also those of
 single topics and partitions in an answer, are retried until then; other errors fail at once.
+
+One metadata answer that leaves a partition out, or calls its topic unknown, is never acted
+on alone: a partition the query has planned counts as deleted, and a topic or partition that
+``subscribe`` or ``assign`` names counts as absent at the start, only once
+:func:`~connectors.kafka.source_client.confirmed_absent` confirms it (:meth:`latest_since`,
+:meth:`partitions_to_start`).
 """
 
 from __future__ import annotations
@@ -21,7 +27,12 @@ from confluent_kafka.admin import TopicMetadata
 
 from checkpoint.deadline import Deadline, call_with_retries
 from connectors.kafka.offsets import EARLIEST, LATEST, PartitionKey, PartitionOffsets, describe
-from connectors.kafka.source_client import UNKNOWN_PARTITION, is_transient, open_consumer
+from connectors.kafka.source_client import (
+    UNKNOWN_PARTITION,
+    confirmed_absent,
+    is_transient,
+    open_consumer,
+)
 from connectors.kafka.source_errors import KafkaSourceError, SourceOptionError
 from connectors.kafka.source_options import OffsetBound, SourceOptions
 
@@ -79,12 +90,13 @@ class KafkaOffsetReader:
             consumer.close()
 
     def partitions(self) -> list[PartitionKey]:
-        """The partitions the subscription covers now, sorted; missing topics have none.
+        """The partitions the subscription covers in one metadata answer, sorted; a topic the
+        answer does not know has none there.
 
-        A topic with a transient error is asked again within the deadline, never taken for
-        deleted: with ``failOnDataLoss=false`` a partition taken for deleted is dropped, then
-        found again and re-read from offset 0, which duplicates it. A topic the query may not
-        describe fails at once.
+        One answer only: callers that would act on a partition being left out confirm it
+        first (:meth:`latest_since`, :meth:`partitions_to_start`). A topic with a transient
+        error is asked again within the deadline. A topic the query may not describe fails at
+        once.
         """
         subscription = self._options.subscription
 
@@ -105,6 +117,83 @@ class KafkaOffsetReader:
         return sorted(
             key for key in found if key[0] not in _INTERNAL_TOPICS and subscription.matches(key[0])
         )
+
+    def partitions_to_start(self) -> list[PartitionKey]:
+        """The partitions a query starts with (``initialOffset``, a batch read), sorted.
+
+        ``subscribe`` and ``assign`` name their topics and partitions, so one the answer
+        leaves out is left out only once its absence is confirmed: an answer calling a topic
+        unknown for a moment would otherwise leave it out of a batch read, start it at offset
+        0 instead of ``startingOffsets`` when it shows up, or fail an ``assign`` that names
+        it. Answers that contradict each other are asked again, within
+        ``kafka.default.api.timeout.ms``. ``subscribePattern`` names nothing that could be
+        missing: its start is one listing, as in Spark.
+        """
+        subscription = self._options.subscription
+        named = (
+            set(subscription.partitions)
+            if subscription.kind == "assign"
+            else {(topic, 0) for topic in subscription.topics}  # every topic has partition 0
+        )
+        deadline = Deadline(self._options.api_timeout_s)
+        while True:
+            found = self.partitions()
+            missing = named - set(found)
+            if not missing or self.absent(missing) == missing:
+                return found
+            if deadline.expired():
+                raise KafkaSourceError(
+                    f"kafka-eos source: Kafka's metadata answers at "
+                    f"{self._options.bootstrap_servers} kept disagreeing on whether "
+                    f"{_render(missing)} exist, for kafka.default.api.timeout.ms="
+                    f"{self._options.api_timeout_s * 1000:.0f}. Check that every broker is up "
+                    "and has caught up with the cluster's metadata"
+                )
+            _log.info("kafka-eos source: %s not confirmed absent; asking again", _render(missing))
+
+    def latest_since(
+        self, start: Mapping[PartitionKey, int]
+    ) -> tuple[PartitionOffsets, PartitionOffsets]:
+        """The latest offsets now, and the partitions of ``start`` this answer left out whose
+        deletion is not confirmed, at their start offsets ("held").
+
+        A partition of ``start`` has been planned, so it existed: one metadata answer leaving
+        it out proves nothing. Dropped from a batch end, it would be reported as data loss
+        (with ``failOnDataLoss=true`` on every replay of that batch) or, with ``false``, read
+        again from offset 0 as a new partition when it shows up, duplicating its history. It
+        is left out of the latest offsets, and so taken for deleted, only once
+        :meth:`absent` confirms it; until then it is held at its start, so that the next
+        batch resumes it there.
+        """
+        latest = self.latest(self.partitions())
+        missing = sorted(key for key in start if key not in latest and self._covers(key))
+        if not missing:
+            return latest, {}
+        gone = self.absent(missing)
+        held = {key: start[key] for key in missing if key not in gone}
+        if held:
+            _log.warning(
+                "kafka-eos source: %s left out of Kafka's metadata answer, but not confirmed "
+                "deleted; kept at offsets %s until an answer shows them again",
+                _render(held.keys()),
+                _render(held),
+            )
+        return latest, held
+
+    def absent(self, keys: Iterable[PartitionKey]) -> set[PartitionKey]:
+        """Those of ``keys`` whose absence Kafka confirms (``confirmed_absent``): two seconds
+        or more of metadata answers that agree, from two brokers where there are several."""
+        return confirmed_absent(
+            self._client(), keys, lambda: open_consumer(self._options, self._group_id)
+        )
+
+    def _covers(self, key: PartitionKey) -> bool:
+        """Whether the subscription covers ``key`` (it may not after a restart with other
+        subscription options; such a partition is dropped, as in Spark)."""
+        subscription = self._options.subscription
+        if subscription.kind == "assign":
+            return key in subscription.partitions
+        return key[0] not in _INTERNAL_TOPICS and subscription.matches(key[0])
 
     def _topics(self, remaining: float) -> dict[str, TopicMetadata]:
         """Metadata of the subscribed topics: named topics one by one, so that the broker

@@ -15,12 +15,15 @@ How a range ``[start, end)`` is read:
    seconds without progress, check whether the topic was deleted (data loss).
 
 Offsets that are gone ("offset out of range", or the topic deleted while the range is read)
-are data loss, reported as ``failOnDataLoss`` says; offsets that still exist are retried.
+are data loss, reported as ``failOnDataLoss`` says; offsets that still exist are retried. An
+"unknown topic or partition" error, or a stall, is a deletion only once
+:func:`~connectors.kafka.source_client.confirmed_absent` confirms it; until then the range is
+read on, and the records after such an error in the same batch still count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,9 +34,9 @@ from connectors.kafka.offsets import describe
 from connectors.kafka.ranges import OffsetRange
 from connectors.kafka.source_client import (
     UNKNOWN_PARTITION,
+    confirmed_absent,
     is_transient,
     open_consumer,
-    topic_gone,
 )
 from connectors.kafka.source_errors import KafkaSourceError, report_data_loss
 from connectors.kafka.source_options import SourceOptions
@@ -50,13 +53,23 @@ def read_range(
     """Every record of ``offset_range`` the isolation level lets through, in offset order."""
     consumer = open_consumer(options, group_id)
     try:
-        yield from _RangeRead(consumer, offset_range, options, schema).batches()
+        read = _RangeRead(
+            consumer,
+            offset_range,
+            options,
+            schema,
+            connect=lambda: open_consumer(options, group_id),
+        )
+        yield from read.batches()
     finally:
         consumer.close()
 
 
 class _RangeRead:
-    """The state of one range being read: its consumer, position and pending columns."""
+    """The state of one range being read: its consumer, position and pending columns.
+
+    ``connect`` opens another client for the deletion check to ask (a second broker).
+    """
 
     def __init__(
         self,
@@ -64,8 +77,11 @@ class _RangeRead:
         offset_range: OffsetRange,
         options: SourceOptions,
         schema: pa.Schema,
+        *,
+        connect: Callable[[], Consumer] | None = None,
     ) -> None:
         self._consumer = consumer
+        self._connect = connect
         self._range = offset_range
         self._options = options
         self._columns = _Columns(offset_range.topic, offset_range.partition, schema)
@@ -97,7 +113,10 @@ class _RangeRead:
                     break
                 elif error.code() in UNKNOWN_PARTITION:
                     position = self._skip_deleted(position)
-                    break
+                    if position >= end:
+                        break
+                    # Not confirmed: the records after it in this batch still count (the
+                    # consumer's position is already past them).
                 elif not is_transient(error):
                     raise KafkaSourceError(f"reading {describe(self._range.key)} failed: {error}")
                 # A transient error (a broker briefly away) is not the end: the records after
@@ -162,11 +181,12 @@ class _RangeRead:
         return resume
 
     def _skip_deleted(self, position: int) -> int:
-        """After "unknown topic or partition": once confirmed, the rest of the range is lost.
-
-        Retrying would fail every restart the same way, whatever ``failOnDataLoss`` says.
+        """After "unknown topic or partition", or a stall: once the deletion is confirmed, the
+        rest of the range is lost; retrying would fail every restart the same way, whatever
+        ``failOnDataLoss`` says. One answer saying "unknown" is no such confirmation.
         """
-        if not topic_gone(self._consumer, *self._range.key):
+        key = self._range.key
+        if key not in confirmed_absent(self._consumer, [key], self._connect):
             return position  # not confirmed: keep reading, bounded by the stall deadline
         report_data_loss(
             f"{describe(self._range.key)} is gone (its topic was deleted) while offsets "

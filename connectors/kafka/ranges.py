@@ -53,6 +53,11 @@ def plan_ranges(
     already removed its first records, the executor reports that. A partition in ``start`` but
     not in ``end`` is gone, and one whose end is below its start was truncated or recreated:
     both lose data, which the caller reports according to ``failOnDataLoss``.
+
+    So an end must leave a partition of its start out only when its deletion is confirmed:
+    the stream reader's ends come from ``KafkaOffsetReader.latest_since``, which keeps a
+    partition that one metadata answer left out at its start offset (never dropped, and so
+    never read again from 0 as a new partition).
     """
     lost = [
         f"{describe(key)} is gone (its topic was deleted); it had been read up to offset "

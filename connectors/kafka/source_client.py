@@ -13,16 +13,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
-from checkpoint.deadline import Deadline
+from checkpoint.deadline import Clock, Deadline
+from connectors.kafka.offsets import PartitionKey, describe
 from connectors.kafka.source_errors import SourceOptionError
 
 if TYPE_CHECKING:
+    from confluent_kafka.admin import ClusterMetadata
+
     from connectors.kafka.source_options import SourceOptions
+
+_log = logging.getLogger(__name__)
 
 LIBRDKAFKA_LOGGER = logging.getLogger("kafka_eos.source.librdkafka")
 
@@ -66,13 +71,19 @@ _TRANSIENT = frozenset(
     }
 )
 # "Unknown topic or partition": gone, or not known yet to the broker that answered. Neither
-# kind by itself: a caller decides, e.g. with topic_gone.
+# kind by itself: a caller decides, with confirmed_absent.
 UNKNOWN_PARTITION = frozenset(
     {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
 )
-# How long "unknown" must persist before a partition that existed counts as deleted.
+# What confirms that a partition does not exist (confirmed_absent): "unknown" in every answer
+# for at least _GONE_CONFIRM_S and in at least _GONE_ANSWERS rounds in a row, and, in a cluster
+# of several brokers, from two of them; at most _GONE_CLIENTS_PER_BROKER fresh clients per
+# broker are tried to hear a second one, each waiting at most _GONE_ASK_S for an answer.
 _GONE_CONFIRM_S = 2.0
 _GONE_POLL_S = 0.5
+_GONE_ANSWERS = 3
+_GONE_CLIENTS_PER_BROKER = 2
+_GONE_ASK_S = 5.0
 # Read by the source itself (SourceOptions fields), not passed on to librdkafka.
 _SOURCE_KEYS = frozenset(
     {"bootstrap.servers", "group.id", "isolation.level", "default.api.timeout.ms"}
@@ -134,28 +145,147 @@ def is_transient(error: KafkaError) -> bool:
     return not error.fatal() and (error.retriable() or error.code() in _TRANSIENT)
 
 
-def topic_gone(consumer: Consumer, topic: str, partition: int) -> bool:
-    """Whether the partition is really deleted: every metadata answer for about two seconds
-    says it does not exist. A broker that has not caught up, or one restarting, answers
-    "unknown" for a moment; an unreachable broker proves nothing, so it counts as not gone.
+def confirmed_absent(
+    consumer: Consumer,
+    keys: Iterable[PartitionKey],
+    connect: Callable[[], Consumer] | None,
+    *,
+    clock: Clock = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> set[PartitionKey]:
+    """Those of ``keys`` that Kafka confirms do not exist: the topic was deleted (or never
+    created), or recreated without that partition.
+
+    One answer saying "unknown" proves nothing: a broker that has not learnt of a topic yet, or
+    one that has just restarted, says so for a topic that exists, and a listing of all topics
+    leaves out the topics the client may not describe (a brief ACL change). So all ``keys`` are
+    checked together, and a key is confirmed only when:
+
+    1. for at least ``_GONE_CONFIRM_S`` and in at least ``_GONE_ANSWERS`` rounds in a row,
+       every answer ``consumer`` gets says it does not exist: a lookup of its topic by name
+       (UNKNOWN_TOPIC_OR_PART, or the topic without that partition), and a listing of all
+       topics (the topic, or the partition, left out);
+    2. in a cluster of several brokers, answers from two brokers said so. librdkafka sends one
+       client's metadata requests to one broker, so fresh clients from ``connect`` are asked
+       too, until a second broker has answered (the answer names its broker).
+
+    Any answer that shows the partition, or gives its topic another error (not authorized, no
+    leader: the topic is there, or may be), clears that key. A request that fails (timed out,
+    no broker reachable) proves nothing, so nothing is confirmed; the caller asks again later.
+    Takes ``_GONE_CONFIRM_S`` or a little more when a key is absent; one round when every key
+    shows up again.
     """
-    deadline = Deadline(_GONE_CONFIRM_S)
-    answers = 0
-    while True:
+    asked = frozenset(keys)
+    candidates = set(asked)
+    if not candidates:
+        return set()
+    window = Deadline(_GONE_CONFIRM_S, clock=clock)
+    heard: set[int | None] = set()
+    brokers: set[int] = set()
+    rounds = 0
+    try:
+        while True:
+            # Step 1
+            timeout = max(window.remaining(), _GONE_POLL_S)
+            for answer in _answers(consumer, candidates, timeout):
+                candidates -= answer.shown
+                heard.add(answer.broker)
+                brokers.update(answer.brokers)
+            rounds += 1
+            if not candidates or (window.expired() and rounds >= _GONE_ANSWERS):
+                break
+            sleep(window.bound(_GONE_POLL_S))
+    except KafkaException as exc:
+        _log.info("kafka-eos source: not confirming %s absent: %s", _names(asked), exc)
+        return set()
+    if candidates and len(brokers) > 1:
+        # Step 2
+        _hear_second_broker(connect, candidates, heard, len(brokers))
+        if len(heard - {None}) < 2:
+            _log.info(
+                "kafka-eos source: not confirming %s absent: heard one broker of %d",
+                _names(candidates),
+                len(brokers),
+            )
+            return set()
+    return candidates
+
+
+class _Answer:
+    """One metadata answer, read for the candidate keys: which it shows (or may show) to
+    exist, the broker that gave it, and the brokers of the cluster."""
+
+    def __init__(
+        self, metadata: ClusterMetadata, candidates: set[PartitionKey], named: str | None
+    ) -> None:
+        self.brokers = set(metadata.brokers)
+        self.broker = _answered_by(metadata)
+        self.shown = {
+            key
+            for key in candidates
+            if (named is None or key[0] == named) and not _absent(metadata, *key)
+        }
+
+
+def _answers(client: Consumer, candidates: set[PartitionKey], timeout: float) -> Iterator[_Answer]:
+    """One round: a lookup by name of each candidate topic, then a listing of all topics.
+
+    By name, a broker answers "not authorized" for a topic the client may not describe, where
+    a listing leaves it out; a listing comes from one request of its own, so one fluke answer
+    cannot speak for both.
+    """
+    for topic in sorted({topic for topic, _ in candidates}):
+        if any(key[0] == topic for key in candidates):  # the caller removes the keys shown
+            yield _Answer(client.list_topics(topic, timeout=timeout), candidates, topic)
+    if candidates:
+        yield _Answer(client.list_topics(timeout=timeout), candidates, None)
+
+
+def _absent(metadata: ClusterMetadata, topic: str, partition: int) -> bool:
+    found = metadata.topics.get(topic)
+    if found is None:
+        return True
+    if found.error is None:
+        return partition not in found.partitions
+    return found.error.code() in UNKNOWN_PARTITION
+
+
+def _answered_by(metadata: ClusterMetadata) -> int | None:
+    """The id of the broker that answered; librdkafka gives -1 for a bootstrap connection,
+    which its address identifies."""
+    if metadata.orig_broker_id >= 0:
+        return metadata.orig_broker_id
+    address = (metadata.orig_broker_name or "").split("/")[0]
+    for broker in metadata.brokers.values():
+        if f"{broker.host}:{broker.port}" == address:
+            return broker.id
+    return None
+
+
+def _hear_second_broker(
+    connect: Callable[[], Consumer] | None,
+    candidates: set[PartitionKey],
+    heard: set[int | None],
+    brokers: int,
+) -> None:
+    """Ask fresh clients until two brokers said the candidates are absent (updates both sets).
+
+    A fresh client that cannot get an answer proves nothing and is skipped."""
+    if connect is None:
+        return
+    for _ in range(_GONE_CLIENTS_PER_BROKER * brokers):
+        if not candidates or len(heard - {None}) >= 2:
+            return
+        client = connect()
         try:
-            metadata = consumer.list_topics(topic, timeout=max(deadline.remaining(), _GONE_POLL_S))
+            for answer in _answers(client, candidates, _GONE_ASK_S):
+                candidates -= answer.shown
+                heard.add(answer.broker)
         except KafkaException:
-            return False
-        found = metadata.topics.get(topic)
-        if found is not None and found.error is None and partition in found.partitions:
-            return False
-        if (
-            found is not None
-            and found.error is not None
-            and (found.error.code() not in UNKNOWN_PARTITION)
-        ):
-            return False
-        answers += 1
-        if deadline.expired() and answers >= 2:
-            return True
-        time.sleep(deadline.bound(_GONE_POLL_S))
+            continue
+        finally:
+            client.close()
+
+
+def _names(keys: Iterable[PartitionKey]) -> str:
+    return ", ".join(describe(key) for key in sorted(keys))

@@ -214,8 +214,11 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         begin = from_json_dict(
             start, what="the start offset Spark passed to latestOffset", symbolic=True
         )
-        latest = self._kafka.latest(self._kafka.partitions())
-        self._latest = latest
+        # A partition of the start that this answer left out stays, at its start offset,
+        # unless its deletion is confirmed: one answer saying "unknown" must not drop it.
+        found, held = self._kafka.latest_since(begin)
+        self._latest = found
+        latest = {**found, **held}
         if LATEST in begin.values():
             # Step 2: pinning cannot wait for minOffsetsPerTrigger. Under AvailableNow "latest"
             # is the end fixed when the run began, so later records go to the next run.
@@ -257,8 +260,8 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
 
 def _partitions_to_start(kafka: KafkaOffsetReader, options: SourceOptions) -> list[PartitionKey]:
     """The partitions now; with ``assign`` they must all exist, or the start is not the
-    user's."""
-    keys = kafka.partitions()
+    user's (confirmed: one answer calling a partition unknown does not fail the query)."""
+    keys = kafka.partitions_to_start()
     missing = set(options.subscription.partitions) - set(keys)
     if missing:
         raise SourceOptionError(

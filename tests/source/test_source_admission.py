@@ -6,7 +6,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checkpoint.testing import ManualClock
-from connectors.kafka.admission import TriggerDelay, backlog, rate_limit
+from connectors.kafka.admission import (
+    TriggerDelay,
+    available_now_end,
+    backlog,
+    pin_latest,
+    rate_limit,
+)
 
 
 def test_everything_fits_within_the_limit() -> None:
@@ -67,3 +73,18 @@ def test_trigger_delay_waits_for_enough_offsets_or_the_delay() -> None:
     assert not delay.admit(1)
     clock.advance(1)
     assert delay.admit(1)  # 60 s since the last batch: go with what there is
+
+
+def test_a_held_partition_has_no_backlog_and_keeps_its_start() -> None:
+    """Held: left out of one metadata answer, deletion not confirmed; ``latest`` is its start."""
+    start = {("t", 0): 0, ("t", 1): 40}
+    latest = {("t", 0): 100, ("t", 1): 40}
+    assert backlog(start, latest) == {("t", 0): 100}
+    assert rate_limit(start, latest, 10) == {("t", 0): 10, ("t", 1): 40}
+    assert available_now_end(start, {("t", 0): 90}, latest) == {("t", 0): 90, ("t", 1): 40}
+
+
+def test_latest_is_not_pinned_while_a_partition_to_pin_is_held() -> None:
+    start = {("t", 0): -1, ("t", 1): -1}
+    assert pin_latest(start, {("t", 0): 500, ("t", 1): -1}) == start
+    assert pin_latest(start, {("t", 0): 500}) == {("t", 0): 500}  # t-1 confirmed deleted

@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 from kafka_metadata import FakeMetadata, FakeTopic
 
+from connectors.kafka import source_client
 from connectors.kafka.offset_reader import KafkaOffsetReader
 from connectors.kafka.offsets import PartitionKey
 from connectors.kafka.source_errors import KafkaSourceError
@@ -45,6 +46,12 @@ class FakeConsumer:
                 SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=offset, error=error)
             )
         return result
+
+
+@pytest.fixture(autouse=True)
+def _quick_confirmation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(source_client, "_GONE_CONFIRM_S", 0.0)
+    monkeypatch.setattr(source_client, "_GONE_POLL_S", 0.0)
 
 
 def reader(consumer: FakeConsumer, **options: str) -> KafkaOffsetReader:
@@ -109,3 +116,80 @@ def test_a_stream_start_keeps_latest_symbolic_and_resolves_earliest() -> None:
     start = kafka.resolve(kafka._options.starting, [("t", 0), ("t", 1), ("t", 2)], keep_latest=True)
     assert start == {("t", 0): 7, ("t", 1): -1, ("t", 2): 5}
     assert consumer.asked == [[(("t", 0), -2)]]
+
+
+class TestUnknownForOneAnswer:
+    """A partition the query has planned that one metadata answer leaves out (a broker not
+    caught up, a brief ACL change) stays where it is; only a confirmed deletion drops it."""
+
+    def test_a_subscribed_topic_unknown_once_is_held_at_its_start(self) -> None:
+        consumer = FakeConsumer([{}, {"orders": FakeTopic([0, 1])}])
+        start = {("orders", 0): 5, ("orders", 1): 7}
+        latest, held = reader(consumer, subscribe="orders").latest_since(start)
+        assert (latest, held) == ({}, start)
+        assert consumer.asked == []  # no ListOffsets for a partition this answer lacks
+
+    def test_a_topic_left_out_of_one_pattern_listing_is_held_at_its_start(self) -> None:
+        consumer = FakeConsumer(
+            [{"o-1": FakeTopic([0])}, {"o-1": FakeTopic([0]), "o-2": FakeTopic([0])}],
+            offsets=[{("o-1", 0): 10}],
+        )
+        start = {("o-1", 0): 3, ("o-2", 0): 4}
+        latest, held = reader(consumer, subscribePattern="o-.*").latest_since(start)
+        assert (latest, held) == ({("o-1", 0): 10}, {("o-2", 0): 4})
+
+    def test_an_assigned_partition_unknown_once_is_held_at_its_start(self) -> None:
+        consumer = FakeConsumer(
+            [{"t": FakeTopic([0])}, {"t": FakeTopic([0, 1])}], offsets=[{("t", 0): 9}]
+        )
+        kafka = reader(consumer, assign='{"t":[0,1]}')
+        assert kafka.latest_since({("t", 0): 2, ("t", 1): 6}) == ({("t", 0): 9}, {("t", 1): 6})
+
+    def test_a_confirmed_deletion_is_not_held(self) -> None:
+        consumer = FakeConsumer([{}])
+        start = {("orders", 0): 5}
+        assert reader(consumer, subscribe="orders").latest_since(start) == ({}, {})
+        assert len(consumer.metadata) == 1  # asked again and again: the same answer
+
+    def test_a_partition_the_subscription_no_longer_covers_is_dropped_unconfirmed(self) -> None:
+        """As in Spark, restarting with another subscription reports the old partitions."""
+        consumer = FakeConsumer([{"orders": FakeTopic([0])}], offsets=[{("orders", 0): 1}])
+        kafka = reader(consumer, subscribe="orders")
+        calls = []
+        kafka.absent = lambda keys: calls.append(keys) or set()  # type: ignore[method-assign]
+        assert kafka.latest_since({("orders", 0): 0, ("old", 0): 3}) == ({("orders", 0): 1}, {})
+        assert calls == []
+
+    def test_a_named_topic_unknown_once_is_still_read_from_the_start(self) -> None:
+        consumer = FakeConsumer([{}, {"orders": FakeTopic([0, 1])}])
+        kafka = reader(consumer, subscribe="orders")
+        assert kafka.partitions_to_start() == [("orders", 0), ("orders", 1)]
+        consumer = FakeConsumer([{"t": FakeTopic([0])}, {"t": FakeTopic([0, 1])}])
+        kafka = reader(consumer, assign='{"t":[0,1]}')
+        assert kafka.partitions_to_start() == [("t", 0), ("t", 1)]
+
+    def test_a_named_topic_confirmed_absent_is_left_out_of_the_start(self) -> None:
+        consumer = FakeConsumer([{"a": FakeTopic([0])}])
+        assert reader(consumer, subscribe="a,b").partitions_to_start() == [("a", 0)]
+
+    def test_a_pattern_start_is_one_listing(self) -> None:
+        consumer = FakeConsumer(
+            [{"o-1": FakeTopic([0])}, {"o-1": FakeTopic([0]), "o-2": FakeTopic([0])}]
+        )
+        assert reader(consumer, subscribePattern="o-.*").partitions_to_start() == [("o-1", 0)]
+
+    def test_answers_that_keep_disagreeing_fail_after_the_api_timeout(self) -> None:
+        class Flapping(FakeConsumer):
+            """Unknown in every other answer, forever."""
+
+            calls = 0
+
+            def list_topics(self, topic: str | None = None, timeout: float = -1) -> FakeMetadata:
+                self.calls += 1
+                self.metadata = [{"orders": FakeTopic([0])} if self.calls % 2 == 0 else {}]
+                return super().list_topics(topic, timeout)
+
+        consumer = Flapping()
+        kafka = reader(consumer, subscribe="orders", **{"kafka.default.api.timeout.ms": "20"})
+        with pytest.raises(KafkaSourceError, match="kept disagreeing on whether orders-0 exist"):
+            kafka.partitions_to_start()

@@ -42,17 +42,23 @@ class FakeMessage:
 
 
 class FakeConsumer:
-    """Hands out scripted ``consume`` answers; the position follows the records delivered."""
+    """Hands out scripted ``consume`` answers; the position follows the records delivered.
+
+    Metadata answers come from ``topics`` in turn (the last one repeats): the topic's
+    metadata, or None for an answer that leaves it out.
+    """
 
     def __init__(
         self,
         answers: list[list[FakeMessage]],
         watermarks: tuple[int, int] = (0, 100),
         topic: FakeTopic | None = None,
+        topics: list[FakeTopic | None] | None = None,
     ) -> None:
         self.answers = answers
         self.watermarks = watermarks
-        self.topic = topic or FakeTopic([0])
+        self.topics = topics or [topic or FakeTopic([0])]
+        self.metadata_asked = 0
         self.assigned: list[int] = []
         self._position = -1001
 
@@ -73,8 +79,10 @@ class FakeConsumer:
     def get_watermark_offsets(self, tp: TopicPartition, timeout: float, cached: bool) -> tuple:
         return self.watermarks
 
-    def list_topics(self, topic: str, timeout: float) -> FakeMetadata:
-        return FakeMetadata({topic: self.topic})
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> FakeMetadata:
+        found = self.topics[min(self.metadata_asked, len(self.topics) - 1)]
+        self.metadata_asked += 1
+        return FakeMetadata({"t": found} if found is not None else {})
 
 
 def records(first: int, end: int) -> list[FakeMessage]:
@@ -158,3 +166,38 @@ def test_a_stall_on_a_topic_that_exists_still_fails_after_the_poll_timeout(
 def test_unknown_partition_that_still_exists_is_read_on() -> None:
     answers = [[*records(0, 4), error(KafkaError.UNKNOWN_TOPIC_OR_PART)], records(4, 10)]
     assert read(FakeConsumer(answers), 0, 10) == list(range(10))
+
+
+def test_records_after_an_unknown_error_in_the_same_batch_are_read() -> None:
+    """The consumer's position is already past them: skipping them would lose them."""
+    answers = [[*records(0, 3), error(KafkaError.UNKNOWN_TOPIC_OR_PART), *records(3, 6)]]
+    answers.append(records(6, 10))
+    assert read(FakeConsumer(answers), 0, 10) == list(range(10))
+
+
+def test_one_unknown_metadata_answer_is_no_deletion() -> None:
+    """A broker that has not learnt of the topic yet answers "unknown" once; the range is
+    read on, whatever failOnDataLoss says."""
+    answers = [[*records(0, 4), error(KafkaError.UNKNOWN_TOPIC_OR_PART)], records(4, 10)]
+    unknown_once = [FakeTopic([], KafkaError.UNKNOWN_TOPIC_OR_PART), FakeTopic([0])]
+    consumer = FakeConsumer(answers, topics=unknown_once)  # type: ignore[arg-type]
+    assert read(consumer, 0, 10) == list(range(10))
+    assert consumer.metadata_asked == 2
+
+
+def test_a_stall_with_one_unknown_answer_is_no_deletion(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stall check (no error from librdkafka) goes through the same confirmation."""
+    monkeypatch.setattr(range_reader, "_GONE_CHECK_S", 0.0)
+    left_out_once = [None, FakeTopic([0])]
+    consumer = FakeConsumer([records(0, 4), [], records(4, 10)], topics=left_out_once)
+    assert read(consumer, 0, 10, failOnDataLoss="false") == list(range(10))
+    assert consumer.metadata_asked == 2
+
+
+def test_a_deletion_is_confirmed_by_several_answers() -> None:
+    consumer = FakeConsumer(
+        [[*records(0, 4), error(KafkaError.UNKNOWN_TOPIC_OR_PART)]],
+        topic=FakeTopic([], KafkaError.UNKNOWN_TOPIC_OR_PART),
+    )
+    assert read(consumer, 0, 10, failOnDataLoss="false") == [0, 1, 2, 3]
+    assert consumer.metadata_asked >= 2 * source_client._GONE_ANSWERS

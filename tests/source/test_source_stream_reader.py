@@ -6,8 +6,10 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from kafka_metadata import FakeCluster
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
+from connectors.kafka import source_client
 from connectors.kafka.offsets import PartitionKey, PartitionOffsets
 from connectors.kafka.ranges import OffsetRange
 from connectors.kafka.source_errors import DataLossError
@@ -28,8 +30,16 @@ class FakeKafka:
     def partitions(self) -> list[PartitionKey]:
         return sorted(self.latest_offsets)
 
+    def partitions_to_start(self) -> list[PartitionKey]:
+        return self.partitions()
+
     def latest(self, keys: list[PartitionKey]) -> PartitionOffsets:
         return {key: self.latest_offsets[key] for key in keys}
+
+    def latest_since(self, start: PartitionOffsets) -> tuple[PartitionOffsets, PartitionOffsets]:
+        """A partition missing from ``latest_offsets`` counts as confirmed deleted here; the
+        real confirmation is tested with a real KafkaOffsetReader below."""
+        return self.latest(self.partitions()), {}
 
     def resolve(
         self, bound: OffsetBound, keys: list[PartitionKey], *, keep_latest: bool = False
@@ -195,3 +205,84 @@ def test_available_now_pins_latest_at_the_end_fixed_when_the_run_began() -> None
     initial = stream.initialOffset()
     assert stream.latestOffset(initial, ReadAllAvailable()) == {"t": {"0": 40}}
     assert stream.latestOffset({"t": {"0": 40}}, ReadAllAvailable()) == {"t": {"0": 40}}
+
+
+class TestPartitionUnknownForOneAnswer:
+    """The whole driver path (stream reader, offset reader, confirmation) over a fake cluster:
+    a partition that one trigger's metadata answer leaves out is neither reported lost nor
+    dropped, and the next trigger resumes it from its last planned offset, never from 0."""
+
+    @pytest.fixture(autouse=True)
+    def _quick_confirmation(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(source_client, "_GONE_CONFIRM_S", 0.0)
+        monkeypatch.setattr(source_client, "_GONE_POLL_S", 0.0)
+
+    def stream(self, cluster: FakeCluster, **options: str) -> KafkaStreamReader:
+        merged = {**OPTIONS, "subscribePattern": "o-.*", **options}
+        del merged["subscribe"]
+        stream = KafkaStreamReader(merged, source_schema(merged))
+        stream._kafka._consumer = cluster  # type: ignore[assignment]
+        return stream
+
+    @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+    def test_a_partition_left_out_once_resumes_from_its_last_planned_offset(
+        self, fail_on_data_loss: str
+    ) -> None:
+        cluster = FakeCluster({("o-1", 0): 10, ("o-2", 0): 10})
+        stream = self.stream(cluster, failOnDataLoss=fail_on_data_loss)
+        start = stream.initialOffset()
+        end = stream.latestOffset(start, ReadAllAvailable())
+        assert end == {"o-1": {"0": 10}, "o-2": {"0": 10}}
+        stream.commit(end)
+
+        cluster.latest = {("o-1", 0): 20, ("o-2", 0): 20}
+        cluster.lie_about = "o-2"
+        cluster.asked_offsets.clear()
+        start, end = end, stream.latestOffset(end, ReadAllAvailable())
+        assert end == {"o-1": {"0": 20}, "o-2": {"0": 10}}  # held where it was, not dropped
+        assert cluster.asked_offsets == [("o-1", 0)]
+        assert [t.value for t in stream.partitions(start, end)] == [OffsetRange("o-1", 0, 10, 20)]
+
+        start, end = end, stream.latestOffset(end, ReadAllAvailable())
+        assert end == {"o-1": {"0": 20}, "o-2": {"0": 20}}
+        assert [t.value for t in stream.partitions(start, end)] == [OffsetRange("o-2", 0, 10, 20)]
+
+    def test_a_confirmed_deletion_is_reported_as_data_loss(self) -> None:
+        cluster = FakeCluster({("o-1", 0): 10, ("o-2", 0): 10})
+        strict = self.stream(cluster)
+        start = {"o-1": {"0": 10}, "o-2": {"0": 10}}
+        cluster.latest = {("o-1", 0): 20}  # o-2 deleted: every answer says so
+        end = strict.latestOffset(start, ReadAllAvailable())
+        assert end == {"o-1": {"0": 20}}
+        with pytest.raises(DataLossError, match="o-2-0 is gone"):
+            strict.partitions(start, end)
+        lenient = self.stream(cluster, failOnDataLoss="false")
+        assert [t.value for t in lenient.partitions(start, end)] == [OffsetRange("o-1", 0, 10, 20)]
+
+    def test_a_maximum_per_trigger_admits_nothing_from_a_held_partition(self) -> None:
+        cluster = FakeCluster({("o-1", 0): 100, ("o-2", 0): 100})
+        stream = self.stream(cluster, maxOffsetsPerTrigger="10")
+        cluster.lie_about = "o-2"
+        end = stream.latestOffset({"o-1": {"0": 0}, "o-2": {"0": 40}}, ReadMaxRows(10))
+        assert end == {"o-1": {"0": 10}, "o-2": {"0": 40}}
+
+    def test_latest_is_not_pinned_while_a_partition_is_left_out(self) -> None:
+        cluster = FakeCluster({("o-1", 0): 10, ("o-2", 0): 30})
+        stream = self.stream(cluster, startingOffsets="latest")
+        initial = stream.initialOffset()
+        assert initial == {"o-1": {"0": -1}, "o-2": {"0": -1}}
+        cluster.lie_about = "o-2"
+        assert stream.latestOffset(initial, ReadAllAvailable()) == initial  # no batch yet
+        cluster.latest = {("o-1", 0): 12, ("o-2", 0): 31}
+        assert stream.latestOffset(initial, ReadAllAvailable()) == {
+            "o-1": {"0": 12},
+            "o-2": {"0": 31},
+        }
+
+    def test_available_now_reads_a_held_partition_to_the_end_fixed_at_the_start(self) -> None:
+        cluster = FakeCluster({("o-1", 0): 10, ("o-2", 0): 30})
+        stream = self.stream(cluster)
+        stream.prepareForTriggerAvailableNow()
+        cluster.lie_about = "o-2"
+        end = stream.latestOffset({"o-1": {"0": 0}, "o-2": {"0": 5}}, ReadAllAvailable())
+        assert end == {"o-1": {"0": 10}, "o-2": {"0": 30}}
