@@ -77,7 +77,9 @@ def command() -> None:
 @command.command("list")
 @cluster_options
 @click.option(
-    "--prefix", help="Only the ids <prefix>-<n> of the sink with this transactionalIdPrefix."
+    "--prefix",
+    help="Only the ids of sinks with this transactionalIdPrefix, of every query "
+    "(<prefix>-<owner>-<task>-<slot>; <prefix>-<task> before owners).",
 )
 @click.option("--all-states", is_flag=True, help="Also ended ones (Empty, CompleteCommit, ...).")
 @_json_option
