@@ -14,7 +14,7 @@ import pytest
 
 from checkpoint.errors import ConfigError
 from connectors.kafka.sink_options import SinkOptions
-from connectors.spark.sink import spark_plan_of
+from connectors.spark.sink import spark_plan_of, spark_query_id
 
 
 def _sink(location: str) -> SinkOptions:
@@ -53,3 +53,24 @@ def test_a_checkpoint_on_other_storage_is_refused_with_the_fix(tmp_path: Path) -
     assert f"option 'checkpointLocation' = '{tmp_path}'" in message
     assert f"does not see {tmp_path}/offsets/7" in message
     assert "fs.defaultFS" in message and "hdfs://namenode:8020/checkpoints/q" in message
+
+
+def test_the_query_id_comes_from_sparks_metadata(tmp_path: Path) -> None:
+    """The owner of the query's transactional ids: the same after a restart however the
+    location is spelled, because it is read, not derived from the spelling."""
+    (tmp_path / "metadata").write_text('{"id":"da5d7a29-cdca-4238-9236-4b1a56727dae"}\n')
+    for spelled in (str(tmp_path), f"{tmp_path}/", f"file://{tmp_path}", f"file:{tmp_path}"):
+        assert spark_query_id(_sink(spelled)) == "da5d7a29-cdca-4238-9236-4b1a56727dae"
+
+
+def test_damaged_spark_metadata_is_refused_with_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "metadata").write_text("not json")
+    with pytest.raises(ConfigError) as damaged:
+        spark_query_id(_sink(str(tmp_path)))
+    assert "not a query id" in str(damaged.value) and "restore it from a backup" in str(
+        damaged.value
+    )
+    (tmp_path / "metadata").unlink()
+    with pytest.raises(ConfigError) as missing:
+        spark_query_id(_sink(str(tmp_path)))
+    assert f"does not see {tmp_path}/metadata" in str(missing.value)
