@@ -11,11 +11,12 @@ Protocol of one checkpoint (steps 3-5 and recovery live in :mod:`checkpoint.two_
 4. Notify complete: each committable is committed. Never before step 3.
 5. Confirm: recovery will leave these transactions alone.
 
-Two ways to drive it. In-process: :meth:`Coordinator.trigger`, then :meth:`~Coordinator.
-acknowledge` or :meth:`~Coordinator.decline` per participant, and :meth:`~Coordinator.tick`
-for timeouts. Split, for Spark, where all acknowledgements arrive at once on the driver:
-:meth:`~Coordinator.complete` (steps 3-5), :meth:`~Coordinator.abort` and
-:meth:`~Coordinator.recover`, which are :class:`TwoPhaseCommit`'s and keep no state in memory.
+Driven in-process: :meth:`Coordinator.trigger`, then :meth:`~Coordinator.acknowledge` or
+:meth:`~Coordinator.decline` per participant, :meth:`~Coordinator.tick` for timeouts, and
+:meth:`~Coordinator.recover` at start-up. It is the reference model of an engine that runs
+several checkpoints at once, which the property tests drive; each decision goes through the
+same :class:`TwoPhaseCommit` as the Spark sink's, which needs no coordinator in memory (all
+acknowledgements arrive at once in ``commit(messages, N)``) and calls it directly.
 
 Only in-flight acknowledgements live in memory; losing them in a crash is a presumed abort.
 Not thread-safe: drive one coordinator from one thread.
@@ -240,28 +241,6 @@ class Coordinator:
                 )
                 return self._abort_from(pending.checkpoint_id, AbortReason.TIMEOUT)
         return []
-
-    def complete(
-        self,
-        checkpoint_id: int,
-        committables: Iterable[Committable],
-        *,
-        source_offsets: SourceOffsets = (),
-        triggered_at_ms: int | None = None,
-    ) -> Snapshot:
-        """Split form of steps 3-5; see :meth:`TwoPhaseCommit.complete`."""
-        return self.commit_protocol.complete(
-            checkpoint_id,
-            committables,
-            source_offsets=source_offsets,
-            triggered_at_ms=triggered_at_ms,
-        )
-
-    def abort(
-        self, checkpoint_id: int, committables: Iterable[Committable], *, reason: str = "requested"
-    ) -> None:
-        """Split form of the abort notification; see :meth:`TwoPhaseCommit.abort`."""
-        self.commit_protocol.abort(checkpoint_id, committables, reason=reason)
 
     def recover(self) -> Recovery:
         """Abort the in-flight checkpoints, then recovery R1-R3 (:meth:`TwoPhaseCommit.recover`).

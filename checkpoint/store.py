@@ -51,16 +51,6 @@ _NAME = re.compile(r"^(\d+)\.(snapshot|confirmed)\.json$")
 _TEMP = re.compile(r"^\.(\d+)\.(snapshot|confirmed)\.json\.tmp-[0-9a-f]+$")
 
 
-def location_exists(location: str | os.PathLike[str]) -> bool:
-    """Whether a file or folder exists at ``location``, resolved as a store there would be.
-
-    Lets an engine check that the store sees the storage its own checkpoint is on: to the
-    engine, a location without a scheme may name another filesystem than the local disk.
-    """
-    fs, path = open_filesystem(os.fspath(location), None)
-    return fs.exists(path)
-
-
 def read_location(location: str | os.PathLike[str]) -> bytes | None:
     """The bytes of the file at ``location``, resolved as a store there would be; None if
     there is none. Lets an engine fingerprint its own log entries (Spark's ``offsets/N``)."""

@@ -15,7 +15,7 @@ import pytest
 
 from checkpoint.errors import ConfigError
 from checkpoint.model import Committable, Snapshot
-from checkpoint.store import SnapshotStore, location_exists
+from checkpoint.store import SnapshotStore, read_location
 
 
 def snapshot(cid: int) -> Snapshot:
@@ -44,11 +44,11 @@ def test_a_file_uri_is_the_absolute_local_path_taken_literally(tmp_path: Path, f
     assert SnapshotStore(directory).latest() == snapshot(1)
 
 
-def test_location_exists_reads_a_file_uri_with_one_slash(tmp_path: Path) -> None:
+def test_read_location_reads_a_file_uri_with_one_slash(tmp_path: Path) -> None:
     (tmp_path / "offsets").mkdir()
     (tmp_path / "offsets" / "3").write_text("v1")
-    assert location_exists(f"file:{tmp_path}/offsets/3")
-    assert not location_exists(f"file:{tmp_path}/offsets/4")
+    assert read_location(f"file:{tmp_path}/offsets/3") is not None
+    assert read_location(f"file:{tmp_path}/offsets/4") is None
 
 
 @pytest.mark.parametrize("host", ["localhost", "tmp"])
@@ -101,9 +101,9 @@ def test_an_hdfs_uri_without_namenode_is_the_path_on_the_default_filesystem(
     path = f"/kafka-eos-hdfs-{uuid.uuid4().hex}/checkpoints/q"
     SnapshotStore(form.format(path)).write(snapshot(1))
     assert default_namenode == [("default", 0)]  # libhdfs's name for fs.defaultFS
-    assert location_exists(form.format(f"{path}/1.snapshot.json"))
+    assert read_location(form.format(f"{path}/1.snapshot.json")) is not None
     assert SnapshotStore(form.format(path)).latest() == snapshot(1)
-    assert not location_exists(form.format(f"{path}/2.snapshot.json"))
+    assert read_location(form.format(f"{path}/2.snapshot.json")) is None
     assert list(elsewhere.iterdir()) == []  # nothing on the local disk
 
 
@@ -117,7 +117,7 @@ def test_an_hdfs_default_filesystem_that_cannot_be_opened_is_a_config_error(
 
     monkeypatch.setattr(pyarrow.fs, "HadoopFileSystem", no_libhdfs)
     with pytest.raises(ConfigError) as refused:
-        location_exists("hdfs:/checkpoints/q/offsets/3")
+        read_location("hdfs:/checkpoints/q/offsets/3")
     message = str(refused.value)
     assert "location 'hdfs:/checkpoints/q/offsets/3'" in message
     assert "default filesystem (fs.defaultFS)" in message

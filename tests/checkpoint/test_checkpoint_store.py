@@ -19,7 +19,7 @@ from checkpoint.errors import (
     UnsupportedFormatVersion,
 )
 from checkpoint.model import AcceptedLoss, Committable, Confirmation, Snapshot
-from checkpoint.store import SnapshotStore, location_exists
+from checkpoint.store import SnapshotStore, read_location
 
 
 class SimulatedCrash(BaseException):
@@ -306,15 +306,15 @@ def test_a_local_filesystem_object_gets_fsync_too(
     assert SnapshotStore(tmp_path / "store").latest() == snapshot(1)
 
 
-def test_location_exists_resolves_as_the_store_does(tmp_path: Path) -> None:
+def test_read_location_resolves_as_the_store_does(tmp_path: Path) -> None:
     (tmp_path / "offsets").mkdir()
     (tmp_path / "offsets" / "3").write_text("v1")
-    assert location_exists(tmp_path / "offsets" / "3")
-    assert location_exists(f"file://{tmp_path}/offsets/3")
-    assert not location_exists(tmp_path / "offsets" / "4")
+    assert read_location(tmp_path / "offsets" / "3") == b"v1"
+    assert read_location(f"file://{tmp_path}/offsets/3") == b"v1"
+    assert read_location(tmp_path / "offsets" / "4") is None
     SnapshotStore("memory://kafka-eos-exists/cp").write(snapshot(1))
-    assert location_exists("memory://kafka-eos-exists/cp/1.snapshot.json")
-    assert not location_exists("memory://kafka-eos-exists/elsewhere")
+    assert read_location("memory://kafka-eos-exists/cp/1.snapshot.json") is not None
+    assert read_location("memory://kafka-eos-exists/elsewhere") is None
 
 
 @pytest.mark.parametrize("scheme", ["s3a", "s3n"])
