@@ -84,6 +84,13 @@ _GONE_POLL_S = 0.5
 _GONE_ANSWERS = 3
 _GONE_CLIENTS_PER_BROKER = 2
 _GONE_ASK_S = 5.0
+# When no second broker can be told apart (a bootstrap address behind a load balancer or DNS
+# alias), one broker's answers confirm once they have said "absent" at every check for this
+# long: a lagging broker catches up within seconds, and a deletion must not hang a query.
+_GONE_ONE_BROKER_S = 30.0
+# Since when each key has been found absent at every check in this process without a second
+# broker to agree (a key shown present at any check is forgotten).
+_absent_since: dict[PartitionKey, float] = {}
 # Read by the source itself (SourceOptions fields), not passed on to librdkafka.
 _SOURCE_KEYS = frozenset(
     {"bootstrap.servers", "group.id", "isolation.level", "default.api.timeout.ms"}
@@ -167,7 +174,9 @@ def confirmed_absent(
        topics (the topic, or the partition, left out);
     2. in a cluster of several brokers, answers from two brokers said so. librdkafka sends one
        client's metadata requests to one broker, so fresh clients from ``connect`` are asked
-       too, until a second broker has answered (the answer names its broker).
+       too, until a second broker has answered (the answer names its broker). Where no second
+       broker can be told apart, step 1 must have held at every check of this process for
+       ``_GONE_ONE_BROKER_S``.
 
     Any answer that shows the partition, or gives its topic another error (not authorized, no
     leader: the topic is there, or may be), clears that key. A request that fails (timed out,
@@ -198,16 +207,29 @@ def confirmed_absent(
     except KafkaException as exc:
         _log.info("kafka-eos source: not confirming %s absent: %s", _names(asked), exc)
         return set()
+    for key in asked - candidates:
+        _absent_since.pop(key, None)
     if candidates and len(brokers) > 1:
         # Step 2
         _hear_second_broker(connect, candidates, heard, len(brokers))
+        for key in asked - candidates:
+            _absent_since.pop(key, None)
         if len(heard - {None}) < 2:
-            _log.info(
-                "kafka-eos source: not confirming %s absent: heard one broker of %d",
-                _names(candidates),
-                len(brokers),
-            )
-            return set()
+            now = clock()
+            long_enough = {
+                key
+                for key in candidates
+                if now - _absent_since.setdefault(key, now) >= _GONE_ONE_BROKER_S
+            }
+            if long_enough != candidates:
+                _log.info(
+                    "kafka-eos source: not confirming %s absent yet: heard one broker of %d",
+                    _names(candidates - long_enough),
+                    len(brokers),
+                )
+            candidates = long_enough
+    for key in candidates:
+        _absent_since.pop(key, None)
     return candidates
 
 
@@ -255,7 +277,9 @@ def _answered_by(metadata: ClusterMetadata) -> int | None:
     which its address identifies."""
     if metadata.orig_broker_id >= 0:
         return metadata.orig_broker_id
-    address = (metadata.orig_broker_name or "").split("/")[0]
+    # "host:port/bootstrap", or "sasl_ssl://host:port/bootstrap" for any other protocol than
+    # plaintext; an address that names no broker (a load balancer, an alias) tells nothing.
+    address = (metadata.orig_broker_name or "").split("://")[-1].split("/")[0]
     for broker in metadata.brokers.values():
         if f"{broker.host}:{broker.port}" == address:
             return broker.id

@@ -17,6 +17,14 @@ from connectors.kafka.offsets import PartitionKey
 from connectors.kafka.source_client import confirmed_absent
 
 Topics = dict[str, FakeTopic]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What earlier checks saw is remembered per process: each test starts afresh."""
+    monkeypatch.setattr(source_client, "_absent_since", {})
+
+
 PRESENT: Topics = {"t": FakeTopic([0, 1])}
 GONE: Topics = {}
 
@@ -192,3 +200,41 @@ class TestSeveralBrokers:
         self.opened = []
         bootstrap = Bootstrap(always(GONE), 2, self.BROKERS)
         assert check(main, [("t", 0)], lambda: bootstrap) == {("t", 0)}  # k:9093 is broker 2
+
+    def test_an_address_with_its_protocol_is_known_too(self) -> None:
+        """With TLS or SASL librdkafka names a bootstrap connection "sasl_ssl://host:port/
+        bootstrap"; its broker must still be recognised."""
+
+        class Secured(ScriptedClient):
+            def list_topics(self, topic: str | None = None, timeout: float = -1) -> FakeMetadata:
+                answer = super().list_topics(topic, timeout)
+                answer.orig_broker_id = -1
+                answer.orig_broker_name = "sasl_ssl://k:9093/bootstrap"
+                return answer
+
+        main = ScriptedClient(always(GONE), 1, self.BROKERS)
+        secured = Secured(always(GONE), 2, self.BROKERS)
+        assert check(main, [("t", 0)], lambda: secured) == {("t", 0)}  # k:9093 is broker 2
+
+    def test_one_broker_alone_confirms_after_saying_so_at_every_check_for_long(self) -> None:
+        """A bootstrap behind a load balancer names no broker: a deletion must not hang the
+        query forever, so one broker's answers confirm once they held long enough."""
+        clock = ManualClock()
+        main = ScriptedClient(always(GONE), 1, self.BROKERS)
+        connect = self.fresh((1, GONE))
+        assert check(main, [("t", 0)], connect, clock) == set()
+        clock.advance(source_client._GONE_ONE_BROKER_S / 2)
+        assert check(main, [("t", 0)], connect, clock) == set()
+        clock.advance(source_client._GONE_ONE_BROKER_S / 2)
+        assert check(main, [("t", 0)], connect, clock) == {("t", 0)}
+
+    def test_one_answer_showing_the_partition_restarts_the_long_wait(self) -> None:
+        clock = ManualClock()
+        main = ScriptedClient(always(GONE), 1, self.BROKERS)
+        connect = self.fresh((1, GONE))
+        assert check(main, [("t", 0)], connect, clock) == set()
+        clock.advance(source_client._GONE_ONE_BROKER_S)
+        back = ScriptedClient(always(PRESENT), 1, self.BROKERS)
+        assert check(back, [("t", 0)], connect, clock) == set()  # there after all
+        clock.advance(1)
+        assert check(main, [("t", 0)], connect, clock) == set()  # the wait starts again
