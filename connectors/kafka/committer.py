@@ -19,13 +19,12 @@ from checkpoint.crashpoints import crash_point
 from checkpoint.deadline import Deadline
 from checkpoint.errors import DeadlineExceeded
 from checkpoint.model import CheckpointId, Committable
+from connectors.kafka.end_txn import EndTxnResult, EndTxnTarget
 from connectors.kafka.errors import PreCommitLostError, PrefixConflictError, TransactionLostError
 from connectors.kafka.lifetime import commit_margin_ms, remaining_ms
 from connectors.kafka.naming import TransactionalIdNaming
 from connectors.kafka.transactions import (
     ENDED_OR_FENCED_ERRORS,
-    EndTxnResult,
-    EndTxnTarget,
     TransactionAdmin,
     TxnState,
     open_transactions,
@@ -191,7 +190,9 @@ class KafkaCommitter:
         """Abort a pre-committed transaction; one that already ended is left as it is."""
         if committable.wrote_nothing:
             return
-        self._abort(committable.transactional_id, committable.producer_id, committable.epoch)
+        self._abort_all(
+            [EndTxnTarget(committable.transactional_id, committable.producer_id, committable.epoch)]
+        )
 
     def abort_lingering(self, keep: Sequence[Committable]) -> None:
         """Abort every open transaction of this query that ``keep`` does not name; then
@@ -222,9 +223,6 @@ class KafkaCommitter:
         self._abort_all(lingering)
         if foreign:
             raise PrefixConflictError(naming.prefix, self._location, naming.owner, foreign)
-
-    def _abort(self, transactional_id: str, producer_id: int, epoch: int) -> None:
-        self._abort_all([EndTxnTarget(transactional_id, producer_id, epoch)])
 
     def _abort_all(self, targets: Sequence[EndTxnTarget]) -> None:
         """EndTxn(abort) of every target at once; one that already ended (or was fenced by a

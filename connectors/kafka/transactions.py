@@ -36,7 +36,6 @@ from connectors.kafka.end_txn import (
     RETRIABLE_END_TXN_ERRORS,
     EndTxnCall,
     EndTxnOutcome,
-    EndTxnResult,
     EndTxnTarget,
     end_txn_version,
 )
@@ -235,31 +234,6 @@ class TransactionAdmin:
             self._net, list(by_id), EndTxnCall(by_id, commit), deadline=deadline
         )
         return {tid: EndTxnOutcome.of(by_id[tid], commit, a) for tid, a in answers.items()}
-
-    def end_transaction(
-        self,
-        transactional_id: str,
-        producer_id: int,
-        epoch: int,
-        *,
-        commit: bool,
-        deadline: Deadline,
-    ) -> type[Exception] | None:
-        """One EndTxn, sent as :meth:`end_transactions` sends a batch's.
-
-        Returns None on success, or the non-retriable error class the coordinator answered
-        with; raises :class:`~checkpoint.errors.DeadlineExceeded` when retriable errors
-        outlast the deadline.
-        """
-        target = EndTxnTarget(transactional_id, producer_id, epoch)
-        outcomes = self.end_transactions([target], commit=commit, deadline=deadline)
-        (only,) = outcomes.values()
-        if only.result is EndTxnResult.TIMED_OUT:
-            assert only.error is not None
-            raise DeadlineExceeded(
-                f"{only}. The deadline was {deadline.timeout} s: raise it, or check the broker"
-            ) from only.error(only.detail)
-        return only.error
 
     def epoch_bumps_on_end_at(
         self, coordinator_id: int, *, deadline: Deadline | None = None
