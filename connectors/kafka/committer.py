@@ -140,27 +140,19 @@ class KafkaCommitter:
                     )
                 if outcome.result is EndTxnResult.REFUSED:
                     assert outcome.error is not None
-                    self._check_committed(c, outcome.error, outcome.coordinator_id)
+                    self._check_committed(c, outcome.error)
             except Exception as exc:
                 failures.append((c.transactional_id, exc))
         return failures
 
-    def _check_committed(
-        self, committable: Committable, error: type[Exception], coordinator_id: int | None
-    ) -> None:
-        """EndTxn answered ``error``: success only if the transaction is committed already.
-
-        Whether the coordinator moves the epoch on at EndTxn (transactions V2) is asked of the
-        coordinator that answered: brokers of a cluster in a rolling upgrade differ.
-        """
+    def _check_committed(self, committable: Committable, error: type[Exception]) -> None:
+        """EndTxn answered ``error``: success only if the transaction is committed already."""
         tid = committable.transactional_id
         now = self.admin.describe([tid])[tid]
         if now is not None and now.is_commit_of(
             committable.producer_id,
             committable.epoch,
-            epoch_bumped=self.admin.epoch_bumps_on_end_at(
-                now.coordinator_id if coordinator_id is None else coordinator_id
-            ),
+            bump_possible=self.admin.epoch_bumps_on_end_at(now.coordinator_id),
         ):
             return  # committed before (a re-driven commit after a crash): idempotent
         seen = (

@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypedDict
 
+from checkpoint.deadline import Deadline
 from checkpoint.errors import KafkaEosError
 from checkpoint.model import AcceptedLoss, CheckpointId, Committable, Confirmation, Snapshot
 from checkpoint.store import SnapshotStore
 from connectors.kafka.committer import KafkaCommitter
+from connectors.kafka.end_txn import EndTxnResult, EndTxnTarget
 from connectors.kafka.errors import TransactionLostError
 from connectors.kafka.lingering import PartitionDict, TxnDict, decision_store, txn_dict
 from connectors.kafka.transactions import TransactionAdmin, TxnDescription, TxnState
@@ -128,15 +130,23 @@ def inspect(admin: TransactionAdmin, decision: Snapshot) -> StuckBatch:
     transactions = []
     for c in opened:
         now = described[c.transactional_id]
-        transactions.append(DecidedTxn(c, now, standing(c, now, admin.epoch_bumps_on_end)))
+        transactions.append(
+            DecidedTxn(
+                c,
+                now,
+                standing(
+                    c, now, now is not None and admin.epoch_bumps_on_end_at(now.coordinator_id)
+                ),
+            )
+        )
     return StuckBatch(decision, tuple(transactions))
 
 
-def standing(decided: Committable, now: TxnDescription | None, epoch_bumped: bool) -> Standing:
+def standing(decided: Committable, now: TxnDescription | None, bump_possible: bool) -> Standing:
     """Committed, still committable as decided, or lost: the only three ways it can be."""
     if now is None:
         return Standing.LOST
-    if now.is_commit_of(decided.producer_id, decided.epoch, epoch_bumped=epoch_bumped):
+    if now.is_commit_of(decided.producer_id, decided.epoch, bump_possible=bump_possible):
         return Standing.COMMITTED
     if (now.state, now.producer_id, now.epoch) == (
         TxnState.ONGOING,
@@ -201,6 +211,7 @@ def accept_loss(
     for committable in batch.having(Standing.COMMITTABLE):
         with contextlib.suppress(TransactionLostError):  # lost meanwhile: the describe tells
             committer.commit(committable)
+    _refuse_if_the_broker_commits(committer, batch)
     after = inspect(committer.admin, batch.decision)
     lost = after.having(Standing.LOST)
     if after.having(Standing.COMMITTABLE) or set(lost) != set(batch.having(Standing.LOST)):
@@ -220,6 +231,26 @@ def accept_loss(
         sum(c.record_count for c in lost), store.location,
     )  # fmt: skip
     return after, Confirmation(batch.checkpoint_id, now_ms, loss)
+
+
+def _refuse_if_the_broker_commits(committer: KafkaCommitter, batch: StuckBatch) -> None:
+    """Ask the coordinators themselves before a loss is accepted: an EndTxn(commit) that
+    repeats the decision is always safe, and a coordinator answers success for a commit it
+    already made even when the describe cannot show it (transactions V2 moved the id to a new
+    producer id when its epoch overflowed)."""
+    lost = batch.having(Standing.LOST)
+    outcomes = committer.admin.end_transactions(
+        [EndTxnTarget(c.transactional_id, c.producer_id, c.epoch) for c in lost],
+        commit=True,
+        deadline=Deadline(30.0),
+    )
+    committed = sorted(t for t, o in outcomes.items() if o.result is EndTxnResult.ENDED)
+    if committed:
+        raise ResolveRefused(
+            f"batch {batch.checkpoint_id}: the coordinators accepted EndTxn(commit) of "
+            f"{committed}, which the describe showed as lost: they are committed, and nothing "
+            "was confirmed. Restart the query: its recovery confirms the batch"
+        )
 
 
 def resolve_report(

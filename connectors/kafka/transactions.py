@@ -21,7 +21,6 @@ import kafka.errors as Errors
 from kafka.admin import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
 from kafka.protocol.admin.transactions import DescribeTransactionsRequest
-from kafka.protocol.producer.transaction import EndTxnRequest
 
 from checkpoint.deadline import Deadline, call_with_retries
 from checkpoint.errors import DeadlineExceeded
@@ -77,17 +76,24 @@ class TxnDescription:
     start_time_ms: int
     partitions: tuple[tuple[str, int], ...]
 
-    def is_commit_of(self, producer_id: int, epoch: int, *, epoch_bumped: bool) -> bool:
-        """Whether the transaction (producer_id, epoch) is committed or committing.
+    def is_commit_of(self, producer_id: int, epoch: int, *, bump_possible: bool) -> bool:
+        """Whether the transaction (producer_id, epoch), which was seen Ongoing at ``epoch``,
+        is committed or committing.
 
-        Transactions V2 (EndTxn v5+, Kafka 4.x) bump the epoch when a transaction ends, so the
-        committed transaction of epoch E shows as exactly E + 1; V1 keeps exactly E. Accepting
-        both would take the next transaction's commit (E + 1 under V1) for this one's.
+        Its commit shows as epoch E under transactions V1 and as E + 1 under V2 (EndTxn bumps
+        the epoch). E is always accepted: a V2 commit never shows E, so E means V1 ended it,
+        even at a coordinator that speaks V2 now (a rolling upgrade between the pre-commit
+        and the commit). E + 1 is accepted only where the coordinator could have bumped
+        (``bump_possible``: it speaks EndTxn v5). On a V1-only cluster E + 1 committed is a
+        later transaction of the id, after an InitProducerId bump of an abort that kept the
+        epoch: possible only for a second lineage of the query (a copied checkpoint), and
+        taking it for this one's would hide a loss.
         """
+        accepted = (epoch, epoch + 1) if bump_possible else (epoch,)
         return (
             self.state in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT)
             and self.producer_id == producer_id
-            and self.epoch == (epoch + 1 if epoch_bumped else epoch)
+            and self.epoch in accepted
         )
 
 
@@ -126,12 +132,12 @@ class TransactionAdmin:
         self._admin = KafkaAdminClient(**config)
         self._net = KafkaNetClient(**config)
         self._net.check_version(timeout_ms=int(config["request_timeout_ms"]))
-        # The bootstrap broker's answer, which is not every coordinator's while a rolling
-        # upgrade runs: epoch_bumps_on_end_at() asks the coordinator itself.
-        self.epoch_bumps_on_end = (
-            self._net.api_version(EndTxnRequest, max_version=EPOCH_BUMP_END_TXN_VERSION)
-            >= EPOCH_BUMP_END_TXN_VERSION
-        )
+
+    @property
+    def kafka_admin(self) -> KafkaAdminClient:
+        """The kafka-python admin on the same connections, for group-offset calls
+        (:mod:`connectors.kafka.owners`)."""
+        return self._admin
 
     def close(self) -> None:
         self._admin.close()
@@ -238,12 +244,10 @@ class TransactionAdmin:
     def epoch_bumps_on_end_at(
         self, coordinator_id: int, *, deadline: Deadline | None = None
     ) -> bool:
-        """Whether an EndTxn at this coordinator moves the epoch on (transactions V2).
-
-        Asked of that broker itself (ApiVersions: EndTxn v5+), because brokers of a cluster in
-        a rolling upgrade speak different versions; :meth:`end_transactions` sends each
-        coordinator the EndTxn version this answers for.
-        """
+        """Whether an EndTxn at this coordinator may move the epoch on (it speaks EndTxn v5,
+        transactions V2). Asked of that broker itself (ApiVersions), because brokers of a
+        cluster in a rolling upgrade speak different versions; :meth:`end_transactions`
+        sends each coordinator the EndTxn version this answers for."""
         versions = broker_max_versions(
             self._net, coordinator_id, deadline or Deadline(self._request_timeout_s)
         )

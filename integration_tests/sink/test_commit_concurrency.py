@@ -78,8 +78,8 @@ def wait_until_committed(admin: TransactionAdmin, opened: list[Opened], timeout_
             ), f"{tid} was not committed: {now}"
             if now.state == TxnState.COMPLETE_COMMIT:
                 target = pending.pop(tid)
-                bumped = admin.epoch_bumps_on_end_at(now.coordinator_id)
-                assert now.is_commit_of(target.producer_id, target.epoch, epoch_bumped=bumped), now
+                bumps = admin.epoch_bumps_on_end_at(now.coordinator_id)
+                assert now.is_commit_of(target.producer_id, target.epoch, bump_possible=bumps), now
         assert time.monotonic() < give_up, f"still not CompleteCommit: {sorted(pending)}"
         if pending:
             time.sleep(0.2)

@@ -26,8 +26,9 @@ def wait_until_committed(admin: TransactionAdmin, committable: Committable) -> N
     while True:
         now = describe(admin, committable.transactional_id)
         if now.state == TxnState.COMPLETE_COMMIT:
+            bump_possible = admin.epoch_bumps_on_end_at(now.coordinator_id)
             assert now.is_commit_of(
-                committable.producer_id, committable.epoch, epoch_bumped=admin.epoch_bumps_on_end
+                committable.producer_id, committable.epoch, bump_possible=bump_possible
             ), now
             return
         assert time.monotonic() < deadline, f"commit did not complete: {now}"

@@ -3,10 +3,15 @@ behind the admin and committer interfaces the commands use. No broker."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+import kafka.errors as Errors
+
+from checkpoint.deadline import Deadline
 from checkpoint.model import Committable
+from connectors.kafka.coordinators import CoordinatorAnswer
+from connectors.kafka.end_txn import EndTxnOutcome, EndTxnTarget
 from connectors.kafka.errors import TransactionLostError
 from connectors.kafka.transactions import TxnDescription, TxnState
 
@@ -37,6 +42,7 @@ class FakeAdmin:
     ) -> None:
         self.transactions = {t.transactional_id: t for t in transactions}
         self.epoch_bumps_on_end = epoch_bumps_on_end
+        self.hidden_commits: set[str] = set()
 
     def list_transactional_ids(self, prefix: str, *, ongoing_only: bool = True) -> list[str]:
         return sorted(
@@ -47,6 +53,24 @@ class FakeAdmin:
 
     def describe(self, transactional_ids: Iterable[str]) -> dict[str, TxnDescription | None]:
         return {tid: self.transactions.get(tid) for tid in transactional_ids}
+
+    def epoch_bumps_on_end_at(self, coordinator_id: int) -> bool:
+        return self.epoch_bumps_on_end
+
+    def end_transactions(
+        self, targets: Sequence[EndTxnTarget], *, commit: bool, deadline: Deadline
+    ) -> dict[str, EndTxnOutcome]:
+        """As a coordinator: a commit it already made (``hidden_commits``, which a describe
+        cannot show after a V2 epoch overflow) is answered with success, anything that is not
+        the open transaction is fenced. Only the resolve command's retry sends these."""
+        outcomes = {}
+        for t in targets:
+            error = Errors.NoError if t.transactional_id in self.hidden_commits else (
+                Errors.InvalidProducerEpochError
+            )  # fmt: skip
+            answer = CoordinatorAnswer(error, coordinator_id=1, attempts=1)
+            outcomes[t.transactional_id] = EndTxnOutcome.of(t, commit, answer)
+        return outcomes
 
 
 class FakeCommitter:

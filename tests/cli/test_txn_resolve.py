@@ -66,21 +66,23 @@ def store_of(location: str) -> SnapshotStore:
 
 
 @pytest.mark.parametrize(
-    ("described", "epoch_bumped", "expected"),
+    ("described", "bump_possible", "expected"),
     [
-        (state(COMMITTED, TxnState.COMPLETE_COMMIT), False, Standing.COMMITTED),
-        (state(COMMITTED, TxnState.COMPLETE_COMMIT, 1), True, Standing.COMMITTED),
+        (state(COMMITTED, TxnState.COMPLETE_COMMIT), False, Standing.COMMITTED),  # V1
+        (state(COMMITTED, TxnState.COMPLETE_COMMIT), True, Standing.COMMITTED),  # V1, upgraded
+        (state(COMMITTED, TxnState.COMPLETE_COMMIT, 1), True, Standing.COMMITTED),  # V2
         (state(COMMITTED, TxnState.PREPARE_COMMIT), False, Standing.COMMITTED),
-        # V1: epoch E + 1 committed is the next transaction of the id, not this one.
+        # V1 only: epoch E + 1 committed is a later transaction of the id, not this one.
         (state(COMMITTED, TxnState.COMPLETE_COMMIT, 1), False, Standing.LOST),
+        (state(COMMITTED, TxnState.COMPLETE_COMMIT, 2), True, Standing.LOST),
         (state(COMMITTED, TxnState.ONGOING), False, Standing.COMMITTABLE),
         (state(COMMITTED, TxnState.ONGOING, 1), False, Standing.LOST),  # the id moved on
         (state(COMMITTED, TxnState.COMPLETE_ABORT, 1), True, Standing.LOST),
         (None, False, Standing.LOST),
     ],
 )
-def test_standing_of_a_decided_transaction(described, epoch_bumped, expected) -> None:
-    assert standing(COMMITTED, described, epoch_bumped) == expected
+def test_standing_of_a_decided_transaction(described, bump_possible, expected) -> None:
+    assert standing(COMMITTED, described, bump_possible) == expected
 
 
 def test_resolve_shows_each_transaction_and_the_way_forward(run, cluster, stuck) -> None:
@@ -147,6 +149,19 @@ def test_accept_loss_commits_the_committable_then_confirms_the_lost_one(
     [record] = caplog.records
     assert record.levelno == logging.WARNING and "orders-2" in record.getMessage()
     assert "INC-42" in record.getMessage()
+
+
+def test_accept_loss_is_refused_when_the_coordinator_commits_the_lost_transaction(
+    run, cluster, stuck
+) -> None:
+    """After a V2 epoch overflow the describe shows a new producer id, but the coordinator
+    still answers a repeated EndTxn(commit) with success: the records are visible, and
+    accepting their loss would make an operator re-produce them (duplicates)."""
+    cluster.admin.hidden_commits.add(LOST.transactional_id)
+    result = run("--checkpoint-location", stuck, *ACCEPT, "--yes")
+    assert result.exit_code != 0, result.output
+    assert "accepted EndTxn(commit) of ['orders-2']" in result.output
+    assert store_of(stuck).confirmation(1) is None
 
 
 def test_accept_loss_json_names_the_confirmation(run, cluster, stuck) -> None:
