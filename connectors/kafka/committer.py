@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from checkpoint.crashpoints import crash_point
@@ -22,7 +22,8 @@ from checkpoint.model import CheckpointId, Committable
 from connectors.kafka.end_txn import EndTxnResult, EndTxnTarget
 from connectors.kafka.errors import PreCommitLostError, PrefixConflictError, TransactionLostError
 from connectors.kafka.lifetime import commit_margin_ms, remaining_ms
-from connectors.kafka.naming import TransactionalIdNaming
+from connectors.kafka.naming import NO_OWNER, TransactionalIdNaming
+from connectors.kafka.owners import Entry, OwnerRegistry, Unknown
 from connectors.kafka.transactions import (
     ENDED_OR_FENCED_ERRORS,
     TransactionAdmin,
@@ -214,7 +215,35 @@ class KafkaCommitter:
                 lingering.append(EndTxnTarget(now.transactional_id, now.producer_id, now.epoch))
         self._abort_all(lingering)
         if foreign:
-            raise PrefixConflictError(naming.prefix, self._location, naming.owner, foreign)
+            now_ms = int(self._wall_clock() * 1000)
+            owners = [o for o in foreign if o != NO_OWNER]
+            where: dict[str, Entry] = dict(self._registry().lookup(owners))
+            where.setdefault(NO_OWNER, Unknown("a release before owners"))
+            raise PrefixConflictError(
+                naming.prefix,
+                self._location,
+                naming.owner,
+                {o: (where[o], ids) for o, ids in foreign.items()},
+                now_ms,
+            )
+
+    def register_location(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Record where this query checkpoints, so that another query of the prefix can name
+        it in its :class:`PrefixConflictError`: best effort, at most hourly, and never while
+        a batch's transactions are open and ageing (before the tasks run, or after the
+        commit)."""
+        if self._naming is not None and self._location:
+            self._registry().register(self._naming.owner, self._location, partitions)
+
+    def _registry(self) -> OwnerRegistry:
+        assert self._naming is not None
+        cluster = str(self._client_config.get("bootstrap.servers"))
+        return OwnerRegistry(
+            lambda: self.admin.kafka_admin,
+            cluster,
+            self._naming.prefix,
+            wall_clock=self._wall_clock,
+        )
 
     def _abort_all(self, targets: Sequence[EndTxnTarget]) -> None:
         """EndTxn(abort) of every target at once; one that already ended (or was fenced by a

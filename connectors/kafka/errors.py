@@ -6,6 +6,7 @@ They say what happened, to which batch and transaction, why it usually happens, 
 from __future__ import annotations
 
 from checkpoint.errors import KafkaEosError
+from connectors.kafka.owners import Entry, Registration
 
 _TIMEOUT_FIX = (
     "Raise the producer's transaction.timeout.ms (option kafka.transaction.timeout.ms, at most "
@@ -87,21 +88,47 @@ class PrefixConflictError(KafkaEosError):
     left the old query running would write the output twice."""
 
     def __init__(
-        self, prefix: str, location: str, owner: str, foreign: dict[str, list[str]]
+        self,
+        prefix: str,
+        location: str,
+        owner: str,
+        foreign: dict[str, tuple[Entry, list[str]]],
+        now_ms: int,
     ) -> None:
+        """``foreign``: per other owner, where its query checkpoints (as the owner registry
+        knows it, :mod:`connectors.kafka.owners`) and its open transactional ids."""
         self.prefix = prefix
         self.owner = owner
         self.foreign = foreign
-        others = "; ".join(f"owner {o}: {', '.join(sorted(ids))}" for o, ids in foreign.items())
-        super().__init__(
-            f"transactionalIdPrefix {prefix!r} is in use by another query: open transactions "
-            f"of another owner ({others}). This query checkpoints at {location!r} (owner "
-            f"{owner}). An owner is the part of an id after the prefix: the start of the "
-            "sha256 of the query id in Spark's <checkpointLocation>/metadata. Usually an old "
-            "deployment of the same job still runs, or crashed moments ago, on another "
-            "checkpoint location, or on a kafka-eos release before owners (its ids have none). "
-            "Stop it, or give this query its own transactionalIdPrefix. If the other query is "
-            "gone for good, `kafka-eos txn abort --bootstrap-servers <brokers> --prefix "
-            "<prefix>` ends its transactions (or wait for their transaction.timeout.ms); this "
-            "query then starts."
+        label = "Other query" if len(foreign) == 1 else "Other queries"
+        others = "; ".join(
+            f"owner {o} ({entry.describe(now_ms)}): {', '.join(sorted(ids))}"
+            for o, (entry, ids) in sorted(foreign.items())
         )
+        super().__init__(
+            f"transactionalIdPrefix {prefix!r} is in use by another query. {label}: {others}. "
+            f"This query: checkpoint {location!r}, owner {owner}. Nothing was decided and the "
+            "other query's transactions were left alone. Usually an old deployment of the "
+            "same job still runs, or crashed moments ago, on another checkpoint location. "
+            "Stop it, or give this query its own transactionalIdPrefix. If the other query is "
+            f"gone for good, {_abort_advice(prefix, foreign)}; this query then starts. An "
+            "owner is the part of an id after the prefix: the start of the sha256 of the "
+            "query id in Spark's <checkpointLocation>/metadata."
+        )
+
+
+def _abort_advice(prefix: str, foreign: dict[str, tuple[Entry, list[str]]]) -> str:
+    """End the other query's transactions without dropping a batch it decided: the abort
+    must read that query's decisions, so it needs its checkpoint location."""
+    located = [e.location for e, _ in foreign.values() if isinstance(e, Registration)]
+    if len(located) == len(foreign) == 1:
+        return (
+            f"`kafka-eos txn abort --bootstrap-servers <brokers> --prefix {prefix} "
+            f"--checkpoint-location {located[0]!r}` ends its transactions except those it "
+            "decided (or wait for their transaction.timeout.ms)"
+        )
+    return (
+        "wait for its transactions' transaction.timeout.ms, or end them with `kafka-eos txn "
+        "abort --transactional-id <id> --checkpoint-location <its checkpoint>`: without its "
+        "checkpoint location the abort cannot tell a batch that query decided, and would drop it"
+    )

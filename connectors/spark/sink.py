@@ -154,6 +154,10 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             # Step 1: a restarted query's decided batch becomes visible now, not after its
             # replay recomputed every stage.
             protocol.recover_decided()
+            # Before any task opens a transaction, so that another query of the prefix that
+            # sees one can name this query's location.
+            if sink.topic is not None:
+                committer.register_location([(sink.topic, 0)])
         except CheckpointCommitFailed as exc:
             raise _loss_or(exc, None) from exc
         finally:
@@ -212,6 +216,9 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             with checkpoint_scope(batchId):
                 protocol.complete(batchId, committables, plan=plan)
             crash_point("driver.after_commit", checkpoint_id=batchId)
+            # After the commit, when no transaction of the batch is left to age: a sink
+            # without the topic option learns its partitions only from its output.
+            committer.register_location(p for c in committables for p in c.partitions)
         except CheckpointCommitFailed as exc:
             raise _loss_or(exc, batchId) from exc
         finally:

@@ -21,6 +21,7 @@ from checkpoint.two_phase_commit import TwoPhaseCommit
 from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.errors import PrefixConflictError
 from connectors.kafka.naming import TransactionalIdNaming, owner_of
+from connectors.kafka.owners import registry_group
 from connectors.kafka.transactions import TransactionAdmin, TxnState
 from connectors.kafka.writer import ExactlyOnceWriter
 from integration_tests.conftest import create_topic
@@ -44,10 +45,20 @@ def test_a_second_query_on_the_prefix_stops_before_deciding_and_aborts_only_its_
     old_location, new_location = str(tmp_path / "old"), str(tmp_path / "new")
     old = TransactionalIdNaming(prefix, owner_of(str(uuid.uuid4())))  # Spark's query ids
     new = TransactionalIdNaming(prefix, owner_of(str(uuid.uuid4())))
+    silent = TransactionalIdNaming(prefix, owner_of(str(uuid.uuid4())))  # never registered
 
-    # The old query's batch is pre-committed (about to be decided) when the new one commits.
+    # The old query's driver recorded its location when it built the writer (the owner
+    # registry); its batch is pre-committed (about to be decided) when the new one commits.
+    old_committer = KafkaCommitter(config, old, timeout_s=30, location=old_location)
+    try:
+        old_committer.register_location([(topic, 0)])
+    finally:
+        old_committer.close()
     old_txn = ExactlyOnceWriter(config, topic, old.slots(0, 0), 30.0).write_and_pre_commit(
         7, [rows("old", 5)]
+    )
+    silent_txn = ExactlyOnceWriter(config, topic, silent.slots(1, 0), 30.0).write_and_pre_commit(
+        3, [rows("silent", 1)]
     )
     new_txn = ExactlyOnceWriter(config, topic, new.slots(0, 0), 30.0).write_and_pre_commit(
         0, [rows("new", 3)]
@@ -70,8 +81,24 @@ def test_a_second_query_on_the_prefix_stops_before_deciding_and_aborts_only_its_
 
     message = str(refused.value)
     assert f"transactionalIdPrefix {prefix!r} is in use by another query" in message
-    assert f"owner {old.owner}: {old_txn.transactional_id}" in message
-    assert f"This query checkpoints at {new_location!r} (owner {new.owner})" in message
+    # Both queries' checkpoint locations are named, so the operator can find the other one.
+    assert "Other queries: owner " in message
+    assert (
+        f"owner {old.owner} (checkpoint {old_location!r}, registered 0 min ago): "
+        f"{old_txn.transactional_id}"
+    ) in message
+    assert (
+        f"owner {silent.owner} (checkpoint location unknown: no registration in consumer group"
+        in message
+    )
+    # Two other owners, one of them unlocated: no abort command that could drop a decided batch.
+    assert "without its checkpoint location the abort cannot tell" in message
+    assert f"This query: checkpoint {new_location!r}, owner {new.owner}" in message
+    # The registry entry is an offset of -1 ("no position"): lag monitors show no lag for it.
+    group = registry_group(prefix, old.owner)
+    assert {
+        o.offset for o in admin.kafka_admin.list_group_offsets({group: None})[group].values()
+    } == {-1}
     assert protocol.store.checkpoint_ids() == []  # nothing decided
     # The other query's transaction is untouched; this query's stray is aborted.
     old_now = describe(admin, old_txn.transactional_id)
@@ -92,6 +119,7 @@ def test_a_second_query_on_the_prefix_stops_before_deciding_and_aborts_only_its_
     old_committer = KafkaCommitter(config, old, timeout_s=30, location=old_location)
     try:
         old_committer.commit(old_txn)
+        old_committer.abort(silent_txn)  # the third query is gone: its batch was never decided
     finally:
         old_committer.close()
     expected = Counter(rows("old", 5)["value"].to_pylist())

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pickle
 
 from checkpoint.errors import KafkaEosError
-from connectors.kafka.errors import PreCommitLostError, TransactionLostError
+from connectors.kafka.errors import PreCommitLostError, PrefixConflictError, TransactionLostError
+from connectors.kafka.owners import Registration
 
 FIX = "kafka.transaction.timeout.ms"
 
@@ -64,3 +65,19 @@ def test_errors_survive_pickling_with_their_fields() -> None:
         assert type(copy) is type(error)
         assert str(copy) == str(error)
         assert copy.__dict__ == error.__dict__
+
+
+def test_a_prefix_conflict_names_both_locations_and_an_abort_that_keeps_decided_batches() -> None:
+    other = Registration("s3a://bucket/checkpoints/orders-v1", 1_000)
+    error = PrefixConflictError(
+        "orders", "s3a://bucket/checkpoints/orders-v2", "0a1b2c3d",
+        {"4e5f6a7b": (other, ["orders-4e5f6a7b-0-0"])}, now_ms=181_000,
+    )  # fmt: skip
+    message = str(error)
+    assert (
+        "Other query: owner 4e5f6a7b (checkpoint 's3a://bucket/checkpoints/orders-v1', "
+        "registered 3 min ago): orders-4e5f6a7b-0-0" in message
+    )
+    assert "This query: checkpoint 's3a://bucket/checkpoints/orders-v2', owner 0a1b2c3d" in message
+    # The abort reads the other query's decisions, so a batch it decided is never dropped.
+    assert "--checkpoint-location 's3a://bucket/checkpoints/orders-v1'" in message
