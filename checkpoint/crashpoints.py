@@ -1,8 +1,13 @@
 """Named fault points, for the tests that break the pipeline at the worst moment.
 
 Protocol code marks the moments where a failure is most dangerous with ``crash_point(name)``.
-It does nothing unless ``KAFKA_EOS_CRASH_AT`` is set to
-``<name>[@<checkpoint id>][#<hit>][:<action>]``, where the action is
+Every name is registered in :class:`CrashPoint`, with the moment it marks: a name that is not
+registered is an error, both at the call (a programming error) and in the spec below (a typo
+or a renamed point), because an unknown name would never fire and a crash test would pass
+without crashing. A new fault point is a new :class:`CrashPoint` member first.
+
+A fault point does nothing unless ``KAFKA_EOS_CRASH_AT`` is set to
+``<name>[@<checkpoint id>][#<hit>][:<action>]`` (:func:`parse_spec`), where the action is
 
 - ``kill`` (the default): SIGKILL the process group named by ``KAFKA_EOS_CRASH_PGID`` (the
   job's, so a crash in a Spark worker takes the driver and its JVM down too; Spark starts
@@ -19,7 +24,12 @@ It does nothing unless ``KAFKA_EOS_CRASH_AT`` is set to
   In a Spark Python worker that JVM is its executor: an executor lost with everything in it,
   while the driver lives on (with ``local-cluster``, where executors are JVMs of their own).
 
->>> crash_point("driver.before_decision", checkpoint_id=3)  # unset: a no-op
+>>> crash_point(CrashPoint.DRIVER_BEFORE_DECISION, checkpoint_id=3)  # unset: a no-op
+>>> parse_spec("driver.before_end_txn@1#1").point is CrashPoint.DRIVER_BEFORE_END_TXN
+True
+>>> parse_spec("driver.before_end_tx@1")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+checkpoint.crashpoints.UnknownCrashPoint: unknown crash point 'driver.before_end_tx' in ...
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import NoReturn
 
 from checkpoint.errors import KafkaEosError
@@ -46,8 +58,99 @@ _hits: Counter[str] = Counter()
 _scope: list[int] = []
 
 
+class CrashPoint(StrEnum):
+    """The registry of fault points, in protocol order (steps as in
+    :mod:`checkpoint.two_phase_commit`). The value is the name that ``KAFKA_EOS_CRASH_AT`` and
+    ``crash_point`` use, a stable code: tests and runbooks name it; ``moment`` says where it is.
+    """
+
+    moment: str
+
+    def __new__(cls, name: str, moment: str) -> CrashPoint:
+        point = str.__new__(cls, name)
+        point._value_ = name
+        point.moment = moment
+        return point
+
+    TASK_BEGIN = (
+        "task.begin",
+        "a task starts batch N, before it opens a transaction (a replay's tasks too)",
+    )
+    TASK_BEFORE_PRE_COMMIT = (
+        "task.before_pre_commit",
+        "a task produced its input into an open transaction, before the flush and pre-commit",
+    )
+    TASK_AFTER_PRE_COMMIT = (
+        "task.after_pre_commit",
+        "a task pre-committed, before its commit message reaches the driver",
+    )
+    DRIVER_BEFORE_DECISION = (
+        "driver.before_decision",
+        "every task pre-committed; the driver's commit(N) has not begun the decision",
+    )
+    DRIVER_BEFORE_VERIFY = (
+        "driver.before_verify",
+        "after recovery (R1) and the lingering sweep (R2), before verify (V) and decision (3)",
+    )
+    DRIVER_BEFORE_END_TXN = (
+        "driver.before_end_txn",
+        "a decision is durable, before its EndTxn(commit)s (step 4), also when recovery re-drives",
+    )
+    DRIVER_AFTER_COMMIT = (
+        "driver.after_commit",
+        "batch N committed and confirmed (step 5), before Spark records commits/N",
+    )
+
+
 class InjectedFault(KafkaEosError):
     """Raised by a ``raise`` fault point; only tests ever see it."""
+
+
+class UnknownCrashPoint(KafkaEosError, ValueError):
+    """A fault point name that :class:`CrashPoint` does not register."""
+
+    def __init__(self, name: str, where: str) -> None:
+        self.name = name
+        known = ", ".join(CrashPoint)
+        super().__init__(
+            f"unknown crash point {name!r} {where}; known crash points: {known} "
+            "(checkpoint.crashpoints.CrashPoint)"
+        )
+
+
+def _registered(name: str, where: str) -> CrashPoint:
+    try:
+        return CrashPoint(name)
+    except ValueError:
+        raise UnknownCrashPoint(name, where) from None
+
+
+@dataclass(frozen=True)
+class CrashSpec:
+    """A parsed ``KAFKA_EOS_CRASH_AT``: where, at which checkpoint and hit, and what to do."""
+
+    point: CrashPoint
+    checkpoint_id: int | None = None
+    hit: int | None = None
+    action: str = "kill"
+
+
+def parse_spec(raw: str) -> CrashSpec:
+    """Parse ``<name>[@<checkpoint id>][#<hit>][:<action>]``; a malformed spec or an unknown
+    name raises ``ValueError`` (:class:`UnknownCrashPoint` for the latter)."""
+    spec = _SPEC.fullmatch(raw)
+    if spec is None:
+        # A typo must not turn a crash test into one that passes without crashing.
+        raise ValueError(
+            f"{ENV}={raw!r} is not <name>[@<checkpoint id>][#<hit>][:kill|kill-jvm|raise|"
+            "stall=S|stall-until=/path|kill-after=S]"
+        )
+    return CrashSpec(
+        _registered(spec["name"], f"in {ENV}={raw!r}"),
+        None if spec["id"] is None else int(spec["id"]),
+        None if spec["hit"] is None else int(spec["hit"]),
+        spec["action"] or "kill",
+    )
 
 
 def _count_hit(name: str) -> int:
@@ -99,27 +202,27 @@ def _wait_for(path: str, limit_s: float = 600) -> None:
         time.sleep(0.1)
 
 
-def crash_point(name: str, *, checkpoint_id: int | None = None) -> None:
+def crash_point(name: CrashPoint | str, *, checkpoint_id: int | None = None) -> None:
+    """Strike here if ``KAFKA_EOS_CRASH_AT`` names this point (and checkpoint, and hit).
+
+    ``name`` must be registered in :class:`CrashPoint`, armed or not, so that any test that
+    runs this code catches a renamed point.
+    """
+    point = _registered(name, "passed to crash_point(): register it in CrashPoint")
     raw = os.environ.get(ENV, "")
     if not raw:
         return
-    spec = _SPEC.fullmatch(raw)
-    if spec is None:
-        # A typo must not turn a crash test into one that passes without crashing.
-        raise ValueError(
-            f"{ENV}={raw!r} is not <name>[@<checkpoint id>][#<hit>][:kill|kill-jvm|raise|"
-            "stall=S|stall-until=/path|kill-after=S]"
-        )
-    if spec["name"] != name:
+    spec = parse_spec(raw)
+    if spec.point is not point:
         return
     current = checkpoint_id if checkpoint_id is not None else (_scope[-1] if _scope else None)
-    if spec["id"] is not None and current != int(spec["id"]):
+    if spec.checkpoint_id is not None and current != spec.checkpoint_id:
         return
-    if spec["hit"] is not None and _count_hit(name) != int(spec["hit"]):
+    if spec.hit is not None and _count_hit(point.value) != spec.hit:
         return
-    action = spec["action"] or "kill"
+    action = spec.action
     if action == "raise":
-        raise InjectedFault(f"fault injected at {name} (checkpoint {current})")
+        raise InjectedFault(f"fault injected at {point} (checkpoint {current})")
     if action.startswith("stall="):
         time.sleep(float(action.removeprefix("stall=")))
         return
@@ -127,7 +230,7 @@ def crash_point(name: str, *, checkpoint_id: int | None = None) -> None:
         _wait_for(action.removeprefix("stall-until="))
         return
     if action == "kill-jvm":
-        _kill_hosting_jvm(name)
+        _kill_hosting_jvm(point)
     if action.startswith("kill-after="):
         time.sleep(float(action.removeprefix("kill-after=")))
     os.killpg(int(os.environ.get(PGID_ENV, os.getpgrp())), signal.SIGKILL)

@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from checkpoint.crashpoints import crash_point
+from checkpoint.crashpoints import CrashPoint, crash_point
 from checkpoint.errors import (
     AbortReason,
     CheckpointAborted,
@@ -140,7 +140,7 @@ class TwoPhaseCommit:
         if self.sweeps_lingering:
             # R2: only this checkpoint's transactions may stay open past its decision.
             self.committer.abort_lingering(batch)
-        crash_point("driver.before_verify", checkpoint_id=cid)
+        crash_point(CrashPoint.DRIVER_BEFORE_VERIFY, checkpoint_id=cid)
         # V: the last step before the decision; a transaction that fails it was never decided,
         # so failing here is a harmless replay, while failing after step 3 would be a loss.
         self.committer.verify(cid, batch)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from checkpoint.crashpoints import crash_point
+from checkpoint.crashpoints import CrashPoint, crash_point
 from checkpoint.deadline import Deadline
 from checkpoint.errors import DeadlineExceeded
 from checkpoint.model import CheckpointId, Committable
@@ -124,7 +124,7 @@ class KafkaCommitter:
         written = [c for c in committables if not c.wrote_nothing]
         if not written:
             return []
-        crash_point("driver.before_end_txn")
+        crash_point(CrashPoint.DRIVER_BEFORE_END_TXN)
         outcomes = self.admin.end_transactions(
             [EndTxnTarget(c.transactional_id, c.producer_id, c.epoch) for c in written],
             commit=True,

@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from checkpoint.crashpoints import crash_point
+from checkpoint.crashpoints import CrashPoint, crash_point
 from checkpoint.deadline import Deadline
 from checkpoint.errors import ConfigError, KafkaEosError
 from checkpoint.model import Committable
@@ -285,7 +285,7 @@ class ExactlyOnceWriter(_BaseWriter):
             if self._producer is None:
                 # No input: no transaction was opened, nothing to commit.
                 return Committable.nothing_written(self.transactional_id)
-            crash_point("task.before_pre_commit", checkpoint_id=checkpoint_id)
+            crash_point(CrashPoint.TASK_BEFORE_PRE_COMMIT, checkpoint_id=checkpoint_id)
             self._flush()
             self._check_age()
             own = self._own_producer_id_and_epoch()

@@ -42,7 +42,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from checkpoint.crashpoints import checkpoint_scope, crash_point
+from checkpoint.crashpoints import CrashPoint, checkpoint_scope, crash_point
 from checkpoint.errors import CheckpointCommitFailed, ConfigError
 from checkpoint.model import Committable
 from checkpoint.store import SnapshotStore, read_location
@@ -186,7 +186,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Step 2, in a task: produce, then pre-commit at the barrier (end of input)."""
         batch_id, partition, attempt = _task()
-        crash_point("task.begin", checkpoint_id=batch_id)
+        crash_point(CrashPoint.TASK_BEGIN, checkpoint_id=batch_id)
         candidates = self._naming.slots(partition, attempt)
         if batch_id in self._decided:
             # A replay of a decided batch (crash after the decision, before Spark recorded the
@@ -203,7 +203,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
         committable = writer.write_and_pre_commit(batch_id, iterator)
         # A task can still fail after its pre-commit (its result lost on the way to the driver):
         # its transaction is then a lingering one, which the driver aborts.
-        crash_point("task.after_pre_commit", checkpoint_id=batch_id)
+        crash_point(CrashPoint.TASK_AFTER_PRE_COMMIT, checkpoint_id=batch_id)
         return KafkaCommitMessage(batch_id, committable)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -212,10 +212,10 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
         committables = _committables(messages, batchId)
         protocol, committer = self._protocol()
         try:
-            crash_point("driver.before_decision", checkpoint_id=batchId)
+            crash_point(CrashPoint.DRIVER_BEFORE_DECISION, checkpoint_id=batchId)
             with checkpoint_scope(batchId):
                 protocol.complete(batchId, committables, plan=plan)
-            crash_point("driver.after_commit", checkpoint_id=batchId)
+            crash_point(CrashPoint.DRIVER_AFTER_COMMIT, checkpoint_id=batchId)
             # After the commit, when no transaction of the batch is left to age: a sink
             # without the topic option learns its partitions only from its output.
             committer.register_location(p for c in committables for p in c.partitions)

@@ -7,18 +7,29 @@ their own, since it kills the whole process group.
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from checkpoint import crashpoints
-from checkpoint.crashpoints import InjectedFault, checkpoint_scope, crash_point
+from checkpoint.crashpoints import (
+    CrashPoint,
+    CrashSpec,
+    InjectedFault,
+    UnknownCrashPoint,
+    checkpoint_scope,
+    crash_point,
+    parse_spec,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 POINT = "driver.before_decision"
@@ -57,6 +68,145 @@ def test_a_malformed_spec_fails_instead_of_never_firing(monkeypatch: pytest.Monk
         crashpoints.crash_point(POINT)
 
 
+# --- the registry: a name that is not a CrashPoint is an error, never a point that never fires
+
+
+def test_every_point_says_which_moment_it_marks() -> None:
+    for point in CrashPoint:
+        assert point.moment and "\n" not in point.moment, point
+        assert point.moment != point.value, point
+
+
+@pytest.mark.parametrize(
+    "spec", ["driver.before_end_tx@1#1", "driver.before:raise", "before_decision", "x.y:kill"]
+)
+def test_an_unknown_name_in_the_spec_is_named_with_the_known_ones(spec: str) -> None:
+    """A renamed point would otherwise turn its crash tests into tests that never crash."""
+    with pytest.raises(UnknownCrashPoint) as raised:
+        parse_spec(spec)
+    message = str(raised.value)
+    unknown = spec.split("@")[0].split("#")[0].split(":")[0]
+    assert f"unknown crash point {unknown!r} in {crashpoints.ENV}={spec!r}" in message
+    assert all(point.value in message for point in CrashPoint)
+    assert isinstance(raised.value, ValueError)
+
+
+def test_an_unknown_name_in_the_spec_fails_at_the_first_point_reached(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not only at the misspelt point, which is never reached: the job fails at once."""
+    arm(monkeypatch, "driver.before_end_tx@1#1")
+    with pytest.raises(UnknownCrashPoint, match=r"'driver\.before_end_tx'"):
+        crash_point("task.begin", checkpoint_id=1)
+
+
+@pytest.mark.parametrize("armed", [False, True])
+def test_an_unregistered_name_at_a_call_site_is_a_programming_error(
+    monkeypatch: pytest.MonkeyPatch, armed: bool
+) -> None:
+    """Armed or not, so that any unit test that runs the call site catches the rename."""
+    if armed:
+        arm(monkeypatch, f"{POINT}:raise")
+    with pytest.raises(UnknownCrashPoint, match=r"'driver\.before' passed to crash_point\(\)"):
+        crash_point("driver.before")  # a prefix of a name is not a point
+
+
+def test_the_member_and_its_name_are_the_same_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    arm(monkeypatch, f"{POINT}:raise")
+    assert fires(CrashPoint.DRIVER_BEFORE_DECISION)
+    assert CrashPoint(POINT) is CrashPoint.DRIVER_BEFORE_DECISION
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        (POINT, CrashSpec(CrashPoint.DRIVER_BEFORE_DECISION)),
+        (
+            "driver.before_end_txn@1#2:raise",
+            CrashSpec(CrashPoint.DRIVER_BEFORE_END_TXN, checkpoint_id=1, hit=2, action="raise"),
+        ),
+        (
+            "task.begin@1:stall-until=/tmp/go",
+            CrashSpec(CrashPoint.TASK_BEGIN, checkpoint_id=1, action="stall-until=/tmp/go"),
+        ),
+    ],
+)
+def test_parse_spec(raw: str, parsed: CrashSpec) -> None:
+    assert parse_spec(raw) == parsed
+
+
+def _python_files(*folders: str) -> Iterator[tuple[str, ast.Module]]:
+    for folder in folders:
+        for path in sorted((PROJECT_ROOT / folder).rglob("*.py")):
+            yield str(path.relative_to(PROJECT_ROOT)), ast.parse(path.read_text(), str(path))
+
+
+def _called_points() -> dict[str, str]:
+    """Where protocol code calls ``crash_point``: {place: name}; the name as written."""
+    called: dict[str, str] = {}
+    for path, tree in _python_files("checkpoint", "connectors", "kafka_eos"):
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            func = node.func
+            if getattr(func, "id", getattr(func, "attr", None)) != "crash_point":
+                continue
+            arg, place = node.args[0], f"{path}:{node.lineno}"
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                called[place] = arg.value
+            elif isinstance(arg, ast.Attribute) and getattr(arg.value, "id", "") == "CrashPoint":
+                member = CrashPoint.__members__.get(arg.attr)
+                called[place] = member.value if member else f"CrashPoint.{arg.attr}"
+            else:
+                called[place] = f"<not a literal: {ast.unparse(arg)}>"
+    return called
+
+
+def test_every_call_site_names_a_registered_point_and_every_point_is_called() -> None:
+    called = _called_points()
+    unknown = {place: name for place, name in called.items() if name not in set(CrashPoint)}
+    assert unknown == {}, "crash_point() calls with names CrashPoint does not register"
+    never_called = set(CrashPoint) - set(called.values())
+    assert never_called == set(), "CrashPoint members that no protocol code marks"
+
+
+_ROLES = "|".join(sorted({point.value.split(".")[0] for point in CrashPoint}))
+_LOOKS_LIKE_A_SPEC = re.compile(rf"(?:{_ROLES})\.\w+")
+
+
+def _armed_specs() -> dict[str, str]:
+    """Fault specs written in the integration tests and the demo: {place: spec}; only the
+    name for the literal head of an f-string, whose tail is computed."""
+    specs: dict[str, str] = {}
+    for path, tree in _python_files("integration_tests", "kafka_eos"):
+        heads = {
+            id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr)
+            for part in node.values
+        }  # fmt: skip
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+                continue
+            spec = _LOOKS_LIKE_A_SPEC.match(node.value)
+            if spec:
+                whole = id(node) not in heads
+                specs[f"{path}:{node.lineno}"] = node.value if whole else spec[0]
+    return specs
+
+
+def test_every_spec_the_integration_tests_arm_is_valid_and_every_point_is_armed() -> None:
+    """Checked here, without a broker: a fault test whose spec names no point never crashes,
+    and a point that no fault test arms is a moment whose crash nobody has tested."""
+    invalid: dict[str, str] = {}
+    armed: set[CrashPoint] = set()
+    for place, spec in _armed_specs().items():
+        try:
+            armed.add(parse_spec(spec).point)
+        except ValueError as error:
+            invalid[place] = str(error)
+    assert invalid == {}
+    assert set(CrashPoint) - armed == set(), "crash points that no integration test arms"
+
+
 def test_raise_names_the_point_and_the_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     arm(monkeypatch, f"{POINT}:raise")
     with pytest.raises(InjectedFault, match=rf"fault injected at {POINT} \(checkpoint 3\)"):
@@ -66,7 +216,6 @@ def test_raise_names_the_point_and_the_checkpoint(monkeypatch: pytest.MonkeyPatc
 def test_only_the_named_point_fires(monkeypatch: pytest.MonkeyPatch) -> None:
     arm(monkeypatch, f"{POINT}:raise")
     assert not fires("driver.after_commit")
-    assert not fires("driver.before")  # a prefix of the name is another point
     assert fires(POINT)
 
 
