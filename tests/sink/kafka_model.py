@@ -1,0 +1,289 @@
+"""A model of Kafka's transaction coordinator, behind the two client interfaces the shipped
+sink uses: confluent-kafka's ``Producer`` (the writer, in tasks) and
+:class:`~connectors.kafka.transactions.TransactionAdmin` (describe, list and EndTxn, on the
+driver). Only the property tests use it (``test_sink_properties.py``); every claim it stands
+in for is also tested on real Kafka in ``integration_tests/sink``.
+
+What it keeps from the protocol, because the sink's correctness depends on it:
+
+- ``InitProducerId`` on a transactional id bumps its epoch and fences the previous producer;
+  on an Ongoing transaction it first aborts it (epoch E + 1), then hands out E + 2;
+- transactions V1 keep the epoch at EndTxn, V2 move it to E + 1 (KIP-890); a cluster may
+  switch from V1 to V2 at any moment (a rolling upgrade);
+- EndTxn names (transactional id, producer id, epoch): a retry of the same decision after it
+  took effect succeeds, anything else with another epoch is fenced;
+- the coordinator aborts a transaction older than its timeout, bumping the epoch;
+- records become visible to read_committed readers only at a commit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import kafka.errors as Errors
+from confluent_kafka import KafkaError, KafkaException
+
+from checkpoint.deadline import Deadline
+from connectors.kafka.coordinators import CoordinatorAnswer
+from connectors.kafka.end_txn import EndTxnOutcome, EndTxnTarget
+from connectors.kafka.transactions import TxnDescription, TxnState
+
+Record = tuple[int, int, int]  # (batch, task partition, sequence): the same in every replay
+Key = tuple[str, int, int]  # (transactional id, producer id, epoch)
+
+
+@dataclass
+class _Id:
+    producer_id: int
+    epoch: int = 0
+    state: TxnState = TxnState.EMPTY
+    start_ms: int = -1
+    timeout_ms: int = 60_000
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    pending: list[Record] = field(default_factory=list)
+    # (epoch the EndTxn named, commit?) of the last transaction that ended by EndTxn, so a
+    # retry of it is answered with success, as the coordinator does
+    ended: tuple[int, bool] | None = None
+
+
+class KafkaModel:
+    """The coordinators of one cluster, and what read_committed readers see."""
+
+    def __init__(self, *, v2: bool, clock: Callable[[], float]) -> None:
+        self.v2 = v2
+        self.clock = clock  # seconds, as time.time
+        self.ids: dict[str, _Id] = {}
+        self.visible: list[Record] = []
+        self.committed: set[Key] = set()
+        self.aborted: set[Key] = set()
+        self.timed_out: set[Key] = set()  # aborted by the coordinator's clock, not by a client
+        self._next_producer_id = 1000
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # -- producer side ---------------------------------------------------------------------
+
+    def init_producer_id(self, tid: str, timeout_ms: int) -> tuple[int, int]:
+        self.expire()
+        state = self.ids.get(tid)
+        if state is None:
+            self._next_producer_id += 1
+            state = self.ids[tid] = _Id(self._next_producer_id)
+        else:
+            if state.state == TxnState.ONGOING:
+                self._end(tid, state, commit=False, bump=True)  # fence: abort at E + 1
+            state.epoch += 1
+        state.state, state.timeout_ms, state.ended = TxnState.EMPTY, timeout_ms, None
+        return state.producer_id, state.epoch
+
+    def produce(self, tid: str, producer_id: int, epoch: int, partition: tuple[str, int],
+                record: Record) -> None:  # fmt: skip
+        self.expire()
+        state = self._owned(tid, producer_id, epoch)
+        if state.state != TxnState.ONGOING:
+            state.state, state.start_ms = TxnState.ONGOING, self.now_ms()
+            state.partitions, state.pending = set(), []
+        state.partitions.add(partition)
+        state.pending.append(record)
+
+    def _owned(self, tid: str, producer_id: int, epoch: int) -> _Id:
+        state = self.ids[tid]
+        if (state.producer_id, state.epoch) != (producer_id, epoch):
+            raise KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
+        return state
+
+    # -- admin side ------------------------------------------------------------------------
+
+    def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> type[Exception]:
+        """EndTxn: NoError, or the coordinator's refusal."""
+        self.expire()
+        state = self.ids.get(tid)
+        if state is None:
+            return Errors.TransactionalIdNotFoundError
+        if state.producer_id != producer_id:
+            return Errors.InvalidProducerIdMappingError
+        if state.state == TxnState.ONGOING and state.epoch == epoch:
+            self._end(tid, state, commit, bump=self.v2)
+            state.ended = (epoch, commit)
+            return Errors.NoError
+        if state.ended == (epoch, commit):
+            return Errors.NoError  # a retry of the EndTxn that took effect
+        if state.epoch != epoch:
+            return Errors.ProducerFencedError
+        return Errors.InvalidTxnStateError
+
+    def _end(self, tid: str, state: _Id, commit: bool, *, bump: bool) -> None:
+        key = (tid, state.producer_id, state.epoch)
+        if commit:
+            self.visible.extend(state.pending)
+            self.committed.add(key)
+        else:
+            self.aborted.add(key)
+        state.pending = []
+        state.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if bump:
+            state.epoch += 1
+
+    def expire(self) -> None:
+        """The coordinator aborts every transaction older than its timeout (epoch + 1)."""
+        now = self.now_ms()
+        for tid, state in self.ids.items():
+            if state.state == TxnState.ONGOING and now - state.start_ms > state.timeout_ms:
+                self.timed_out.add((tid, state.producer_id, state.epoch))
+                self._end(tid, state, commit=False, bump=True)
+                state.ended = None
+
+    def describe(self, tid: str) -> TxnDescription | None:
+        self.expire()
+        state = self.ids.get(tid)
+        if state is None:
+            return None
+        ongoing = state.state == TxnState.ONGOING
+        return TxnDescription(
+            tid, state.state, state.producer_id, state.epoch, 1, state.timeout_ms,
+            state.start_ms if ongoing else -1, tuple(sorted(state.partitions)) if ongoing else (),
+        )  # fmt: skip
+
+    def open_keys(self) -> set[Key]:
+        self.expire()
+        return {(t, s.producer_id, s.epoch) for t, s in self.ids.items()
+                if s.state == TxnState.ONGOING}  # fmt: skip
+
+
+class ModelProducer:
+    """confluent-kafka's transactional ``Producer``, as far as the writer uses it."""
+
+    def __init__(self, kafka: KafkaModel, config: Mapping[str, Any]) -> None:
+        self._kafka = kafka
+        self._tid = str(config["transactional.id"])
+        self._timeout_ms = int(config.get("transaction.timeout.ms", 60_000))
+        self._stats_cb = config.get("stats_cb")
+        self._identity: tuple[int, int] | None = None
+        self._queued: list[tuple[str, int, Record, Callable[..., None]]] = []
+
+    def init_transactions(self, timeout: float) -> None:
+        self._identity = self._kafka.init_producer_id(self._tid, self._timeout_ms)
+
+    def begin_transaction(self) -> None:
+        assert self._identity is not None
+
+    def produce(self, topic: str, *, on_delivery: Callable[..., None], value: bytes | None,
+                key: bytes | None, partition: int = 0, **_: Any) -> None:  # fmt: skip
+        self._queued.append((topic, partition, json_record(value), on_delivery))
+
+    def poll(self, timeout: float = 0) -> int:
+        assert self._identity is not None
+        if self._stats_cb is not None:
+            pid, epoch = self._identity
+            eos = {"idemp_state": "Assigned", "producer_id": pid, "producer_epoch": epoch}
+            self._stats_cb(json.dumps({"eos": eos}))
+        queued, self._queued = self._queued, []
+        for topic, partition, record, on_delivery in queued:
+            try:
+                self._kafka.produce(self._tid, *self._identity, (topic, partition), record)
+            except KafkaException as exc:
+                on_delivery(exc.args[0], None)
+            else:
+                on_delivery(None, _Delivered(topic, partition))
+        return len(queued)
+
+    def flush(self, timeout: float = 0) -> int:
+        self.poll()
+        return 0
+
+    def abort_transaction(self, timeout: float = 0) -> None:
+        assert self._identity is not None
+        error = self._kafka.end_txn(self._tid, *self._identity, commit=False)
+        if error is not Errors.NoError:
+            raise KafkaException(KafkaError(KafkaError._FENCED, error.__name__))
+
+
+@dataclass(frozen=True)
+class _Delivered:
+    _topic: str
+    _partition: int
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+
+def json_record(value: bytes | None) -> Record:
+    batch, task, seq = json.loads(value or b"null")
+    return (batch, task, seq)
+
+
+class ModelAdmin:
+    """:class:`~connectors.kafka.transactions.TransactionAdmin`, as far as the committer and
+    the writer use it. ``step(where, effect)`` runs each request (the property tests inject
+    crashes and lost answers there)."""
+
+    def __init__(self, kafka: KafkaModel, step: Callable[[str, Callable[[], Any]], Any]) -> None:
+        self._kafka = kafka
+        self._step = step
+        self.groups: dict[str, dict[Any, Any]] = {}
+        self.kafka_admin = ModelGroups(self.groups)
+
+    def describe(self, transactional_ids: Iterable[str], *, deadline: Deadline | None = None
+                 ) -> dict[str, TxnDescription | None]:  # fmt: skip
+        ids = list(dict.fromkeys(transactional_ids))
+        return self._step("describe", lambda: {tid: self._kafka.describe(tid) for tid in ids})
+
+    def list_transactional_ids(self, prefix: str, *, ongoing_only: bool = True) -> list[str]:
+        def listing() -> list[str]:
+            self._kafka.expire()
+            return sorted(
+                tid for tid, s in self._kafka.ids.items()
+                if tid.startswith(prefix) and (s.state == TxnState.ONGOING or not ongoing_only)
+            )  # fmt: skip
+
+        return self._step("list", listing)
+
+    def end_transactions(self, targets: Sequence[EndTxnTarget], *, commit: bool,
+                         deadline: Deadline) -> dict[str, EndTxnOutcome]:  # fmt: skip
+        outcomes = {}
+        for t in targets:
+            verb = "commit" if commit else "abort"
+
+            def end(t: EndTxnTarget = t) -> type[Exception]:
+                return self._kafka.end_txn(t.transactional_id, t.producer_id, t.epoch, commit)
+
+            try:
+                error = self._step(f"{verb} {t.transactional_id}", end)
+                answer = CoordinatorAnswer(error, None, coordinator_id=1, attempts=1)
+            except LostAnswer:
+                answer = CoordinatorAnswer(
+                    Errors.RequestTimedOutError, None, timed_out=True, coordinator_id=1
+                )
+            outcomes[t.transactional_id] = EndTxnOutcome.of(t, commit, answer)
+        return outcomes
+
+    def epoch_bumps_on_end_at(self, coordinator_id: int) -> bool:
+        return self._kafka.v2
+
+    def close(self) -> None:
+        pass
+
+
+class LostAnswer(Exception):
+    """A request whose answer never came (it may or may not have taken effect)."""
+
+
+class ModelGroups:
+    """The group-offset calls of the owner registry."""
+
+    def __init__(self, groups: dict[str, dict[Any, Any]]) -> None:
+        self._groups = groups
+
+    def alter_group_offsets(self, group: str, offsets: Mapping[Any, Any]) -> dict[Any, Any]:
+        self._groups.setdefault(group, {}).update(offsets)
+        return {tp: Errors.NoError for tp in offsets}
+
+    def list_group_offsets(self, specs: Mapping[str, Any]) -> dict[str, dict[Any, Any]]:
+        return {group: dict(self._groups.get(group, {})) for group in specs}
