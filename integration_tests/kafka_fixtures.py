@@ -72,7 +72,9 @@ def running_cluster(
     if mode == "external":
         if broker_properties or nodes > 1:
             pytest.skip("this test sets broker properties or node counts: needs its own cluster")
-        yield ExternalCluster(os.environ["KAFKA_BOOTSTRAP_SERVERS"])
+        external = ExternalCluster(os.environ["KAFKA_BOOTSTRAP_SERVERS"])
+        assert_cluster_is(external.bootstrap_servers, version)
+        yield external
         return
     if mode == "docker":
         from integration_tests.kafka_containers import ContainerCluster
@@ -83,6 +85,38 @@ def running_cluster(
     else:
         raise ValueError(f"KAFKA_EOS_KAFKA_MODE={mode!r}: expected docker, process or external")
     try:
+        assert_cluster_is(cluster.bootstrap_servers, version)
         yield cluster
     finally:
         cluster.stop()
+
+
+# The transactions version a new cluster of each supported major release finalizes: V2
+# (KIP-890, epoch bump at EndTxn) from 4.0, none (V1) before. The sink's tests are labelled by
+# version because the protocol differs between the two.
+_TRANSACTION_VERSION = {"4": 2, "3": None}
+
+
+def assert_cluster_is(bootstrap_servers: str, version: str) -> None:
+    """Fail unless the brokers are the release a test is labelled with, and finalize the
+    transactions version that release implies: a test labelled 3.9.2 that ran against a 4.x
+    cluster (an external one, a stale image) would prove nothing about V1."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.net.compat import KafkaNetClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    net = KafkaNetClient(bootstrap_servers=bootstrap_servers)
+    try:
+        features = admin.describe_features()
+        seen = net.check_version()  # (major, minor) as the broker's API versions tell
+    finally:
+        admin.close()
+        net.close()
+    expected = tuple(int(part) for part in version.split(".")[:2])
+    finalized = features.get("transaction.version", {}).get("finalized")
+    tv = None if finalized is None or finalized[1] == 0 else finalized[1]
+    assert tuple(seen[:2]) == expected and tv == _TRANSACTION_VERSION[version.split(".")[0]], (
+        f"the cluster at {bootstrap_servers} speaks Kafka {'.'.join(map(str, seen))} with "
+        f"transaction.version {tv}, but the tests are labelled Kafka {version}; with "
+        "KAFKA_BOOTSTRAP_SERVERS set, select the matching version with KAFKA_VERSION"
+    )
