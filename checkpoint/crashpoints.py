@@ -202,6 +202,20 @@ def _wait_for(path: str, limit_s: float = 600) -> None:
         time.sleep(0.1)
 
 
+def struck_marker(folder: str, point: CrashPoint) -> str:
+    """The file that says ``point`` struck, in the ``KAFKA_EOS_CRASH_HITS_DIR`` folder: a
+    test asserts it, so that a fault that never fired cannot pass for one that was survived."""
+    return os.path.join(folder, f"struck-{point.value}")
+
+
+def _record_strike(point: CrashPoint) -> None:
+    folder = os.environ.get(HITS_DIR_ENV)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        with open(struck_marker(folder, point), "a"):
+            pass  # written before the action: a kill -9 keeps what the kernel has
+
+
 def crash_point(name: CrashPoint | str, *, checkpoint_id: int | None = None) -> None:
     """Strike here if ``KAFKA_EOS_CRASH_AT`` names this point (and checkpoint, and hit).
 
@@ -220,6 +234,7 @@ def crash_point(name: CrashPoint | str, *, checkpoint_id: int | None = None) -> 
         return
     if spec.hit is not None and _count_hit(point.value) != spec.hit:
         return
+    _record_strike(point)
     action = spec.action
     if action == "raise":
         raise InjectedFault(f"fault injected at {point} (checkpoint {current})")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checkpoint.crashpoints import ENV as CRASH_ENV
-from checkpoint.crashpoints import HITS_DIR_ENV
+from checkpoint.crashpoints import HITS_DIR_ENV, parse_spec, struck_marker
 from checkpoint.store import SnapshotStore
 from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.drain import drain
@@ -36,6 +36,7 @@ class Pipeline:
     per_batch: int = 100
     partitions: int = 2
     master: str = "local[2]"
+    hits_dir: Path | None = None  # the crash points' record of the last run with a fault
 
     def run(
         self,
@@ -48,6 +49,14 @@ class Pipeline:
         with self.started(crash_at, options, partitions) as job:
             stdout, stderr = job.communicate(timeout=timeout_s)
         return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
+
+    def assert_struck(self, crash_at: str) -> None:
+        """The fault ``crash_at`` named did strike in the last run: a renamed point, a wrong
+        batch id or hit number would otherwise let a crash test pass without crashing."""
+        point = parse_spec(crash_at).point
+        assert self.hits_dir is not None and os.path.exists(
+            struck_marker(str(self.hits_dir), point)
+        ), f"the fault {crash_at!r} never struck: the test proved nothing about it"
 
     @contextmanager
     def started(
@@ -67,6 +76,8 @@ class Pipeline:
             if job.poll() is None:
                 os.killpg(job.pid, signal.SIGKILL)
                 job.wait()
+        if crash_at:  # reached only when the block succeeded
+            self.assert_struck(crash_at)
 
     def start(
         self,
@@ -85,7 +96,8 @@ class Pipeline:
         if crash_at:
             env[CRASH_ENV] = crash_at
             # "#N" counts hits across the job's processes, afresh for each run.
-            env[HITS_DIR_ENV] = str(self.checkpoint.parent / f"crash-hits-{uuid.uuid4().hex[:8]}")
+            self.hits_dir = self.checkpoint.parent / f"crash-hits-{uuid.uuid4().hex[:8]}"
+            env[HITS_DIR_ENV] = str(self.hits_dir)
         command = [
             sys.executable, "-m", "integration_tests.sink.pipeline_job",
             "--bootstrap", self.bootstrap, "--topic", self.topic,

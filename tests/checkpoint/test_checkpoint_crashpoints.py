@@ -265,7 +265,10 @@ def test_hits_dir_counts_across_processes(monkeypatch: pytest.MonkeyPatch, tmp_p
     )
     assert child.returncode == 1 and "InjectedFault" in child.stderr  # hit 2, in another
     assert not fires()  # hit 3
-    assert sorted(p.name for p in hits.iterdir()) == [f"{POINT}.{n}" for n in (1, 2, 3)]
+    assert sorted(p.name for p in hits.iterdir()) == [
+        *(f"{POINT}.{n}" for n in (1, 2, 3)),
+        f"struck-{POINT}",  # the second hit struck
+    ]
     assert crashpoints._hits[POINT] == 0  # the in-process counter was not used
 
 
@@ -384,3 +387,18 @@ def test_kill_jvm_kills_the_jvm_that_runs_this_worker(tmp_path: Path) -> None:
         timeout=60,
     )
     assert jvm.returncode == -signal.SIGKILL, jvm.stderr
+
+
+def test_a_strike_leaves_its_marker_and_a_point_that_does_not_fire_leaves_none(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The integration tests assert the marker, so a fault that never fired fails them."""
+    from checkpoint.crashpoints import HITS_DIR_ENV, struck_marker
+
+    monkeypatch.setenv(HITS_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv("KAFKA_EOS_CRASH_AT", "driver.before_end_txn@2:raise")
+    crash_point(CrashPoint.DRIVER_BEFORE_END_TXN, checkpoint_id=1)  # another batch
+    assert not os.path.exists(struck_marker(str(tmp_path), CrashPoint.DRIVER_BEFORE_END_TXN))
+    with pytest.raises(InjectedFault):
+        crash_point(CrashPoint.DRIVER_BEFORE_END_TXN, checkpoint_id=2)
+    assert os.path.exists(struck_marker(str(tmp_path), CrashPoint.DRIVER_BEFORE_END_TXN))
