@@ -58,6 +58,11 @@ class KafkaCommitter:
         self._admin: TransactionAdmin | None = None
 
     @property
+    def timeout_s(self) -> float:
+        """The deadline of one batch's EndTxns (``commitTimeoutMs``, or ``--timeout``)."""
+        return self._timeout_s
+
+    @property
     def admin(self) -> TransactionAdmin:
         if self._admin is None:
             self._admin = TransactionAdmin(self._client_config)
@@ -172,11 +177,20 @@ class KafkaCommitter:
                 f"EndTxn(commit) of {tid} answered {error.__name__}; the transaction is still "
                 "open and is committed again at the next restart"
             )
+        # Initialized again since (by a late task attempt, a zombie of a resubmitted stage),
+        # which may have come after this transaction's commit.
+        reinitialized = (
+            now is not None
+            and now.producer_id == committable.producer_id
+            and now.epoch > committable.epoch
+            and now.state in (TxnState.EMPTY, TxnState.ONGOING)
+        )
         raise TransactionLostError(
             tid,
             committable.producer_id,
             committable.epoch,
             f"EndTxn(commit) answered {error.__name__}; the transaction is {seen}",
+            undetermined=reinitialized,
         )
 
     def abort(self, committable: Committable) -> None:

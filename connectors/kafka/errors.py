@@ -44,13 +44,27 @@ class TransactionLostError(KafkaEosError):
         detail: str,
         batch_id: int | None = None,
         failed: tuple[str, ...] = (),
+        *,
+        undetermined: bool = False,
     ) -> None:
+        """``undetermined``: the id was initialized again since, so the coordinator no longer
+        shows whether this transaction committed first (a late task attempt after it)."""
         self.transactional_id = transactional_id
         self.producer_id = producer_id
         self.epoch = epoch
         self.detail = detail
         self.batch_id = batch_id
         self.failed = failed or (transactional_id,)
+        self.undetermined = undetermined
+        fate = (
+            "The id was initialized again since, so the coordinator cannot tell whether this "
+            "transaction committed first (it did if a late attempt of its task took the id after "
+            "the commit): check the output for its records (`kafka-eos verify`) before you "
+            "accept a loss. If they are missing, they will never be visible to read_committed "
+            "readers"
+            if undetermined
+            else "Its records will never be visible to read_committed readers"
+        )
         batch = "a decided batch" if batch_id is None else f"decided batch {batch_id}"
         others = (
             f" Transactions of the batch that did not commit: {', '.join(self.failed)}."
@@ -63,13 +77,13 @@ class TransactionLostError(KafkaEosError):
         )
         super().__init__(
             f"transaction {transactional_id} (producer id {producer_id}, epoch {epoch}) of "
-            f"{batch} can no longer be committed: {detail}.{others} Its records will never be "
-            "visible to read_committed readers, while the rest of the batch is, and every "
-            f"restart of the query stops here again. Way forward: stop the query; `{resolve}` "
-            "shows which transactions of the batch are lost; the same command with "
-            '`--accept-loss --reason "..."` records the loss of exactly those in the batch\'s '
-            "confirmation; then restart the query. To recover the lost records, their input "
-            "must be re-processed outside this query, against what the output already holds. "
+            f"{batch} can no longer be committed: {detail}.{others} {fate}, while the rest of "
+            "the batch is, and every restart of the query stops here again. Way forward: stop "
+            f"the query; `{resolve}` shows which transactions of the batch are lost; the same "
+            'command with `--accept-loss --reason "..."` records the loss of exactly those in '
+            "the batch's confirmation; then restart the query. To recover the lost records, "
+            "their input must be re-processed outside this query, against what the output "
+            "already holds. "
             "Do not reset the query's checkpoint: replaying the batch would duplicate its "
             f"transactions that did commit. {_TIMEOUT_FIX}"
         )
@@ -78,7 +92,13 @@ class TransactionLostError(KafkaEosError):
         """The same error, naming the batch and every transaction of it that did not commit
         (the committer itself knows neither)."""
         return TransactionLostError(
-            self.transactional_id, self.producer_id, self.epoch, self.detail, batch_id, failed
+            self.transactional_id,
+            self.producer_id,
+            self.epoch,
+            self.detail,
+            batch_id,
+            failed,
+            undetermined=self.undetermined,
         )
 
 
@@ -118,14 +138,18 @@ class PrefixConflictError(KafkaEosError):
 
 
 def _abort_advice(prefix: str, foreign: dict[str, tuple[Entry, list[str]]]) -> str:
-    """End the other query's transactions without dropping a batch it decided: the abort
-    must read that query's decisions, so it needs its checkpoint location."""
-    located = [e.location for e, _ in foreign.values() if isinstance(e, Registration)]
+    """End exactly the other query's listed transactions, never this query's, and never one
+    that query decided: the abort reads that query's decisions, so it needs its location."""
+    located = [
+        (entry.location, ids) for entry, ids in foreign.values() if isinstance(entry, Registration)
+    ]
     if len(located) == len(foreign) == 1:
+        location, ids = located[0]
+        flags = " ".join(f"--transactional-id {tid}" for tid in sorted(ids))
         return (
-            f"`kafka-eos txn abort --bootstrap-servers <brokers> --prefix {prefix} "
-            f"--checkpoint-location {located[0]!r}` ends its transactions except those it "
-            "decided (or wait for their transaction.timeout.ms)"
+            f"`kafka-eos txn abort --bootstrap-servers <brokers> {flags} --checkpoint-location "
+            f"{location!r}` ends those transactions except the ones it decided (or wait for "
+            "their transaction.timeout.ms)"
         )
     return (
         "wait for its transactions' transaction.timeout.ms, or end them with `kafka-eos txn "

@@ -31,7 +31,12 @@ from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.end_txn import EndTxnResult, EndTxnTarget
 from connectors.kafka.errors import TransactionLostError
 from connectors.kafka.lingering import PartitionDict, TxnDict, decision_store, txn_dict
-from connectors.kafka.transactions import TransactionAdmin, TxnDescription, TxnState
+from connectors.kafka.transactions import (
+    ENDED_OR_FENCED_ERRORS,
+    TransactionAdmin,
+    TxnDescription,
+    TxnState,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -237,12 +242,13 @@ def _refuse_if_the_broker_commits(committer: KafkaCommitter, batch: StuckBatch) 
     """Ask the coordinators themselves before a loss is accepted: an EndTxn(commit) that
     repeats the decision is always safe, and a coordinator answers success for a commit it
     already made even when the describe cannot show it (transactions V2 moved the id to a new
-    producer id when its epoch overflowed)."""
+    producer id when its epoch overflowed). Only a refusal that says the transaction is not
+    this one any more (fenced, another producer id, a wrong state) lets the loss be accepted;
+    a timeout or any other answer proves nothing."""
     lost = batch.having(Standing.LOST)
+    targets = [EndTxnTarget(c.transactional_id, c.producer_id, c.epoch) for c in lost]
     outcomes = committer.admin.end_transactions(
-        [EndTxnTarget(c.transactional_id, c.producer_id, c.epoch) for c in lost],
-        commit=True,
-        deadline=Deadline(30.0),
+        targets, commit=True, deadline=Deadline(committer.timeout_s)
     )
     committed = sorted(t for t, o in outcomes.items() if o.result is EndTxnResult.ENDED)
     if committed:
@@ -250,6 +256,18 @@ def _refuse_if_the_broker_commits(committer: KafkaCommitter, batch: StuckBatch) 
             f"batch {batch.checkpoint_id}: the coordinators accepted EndTxn(commit) of "
             f"{committed}, which the describe showed as lost: they are committed, and nothing "
             "was confirmed. Restart the query: its recovery confirms the batch"
+        )
+    unproven = sorted(
+        f"{t} ({o})"
+        for t, o in outcomes.items()
+        if o.result is EndTxnResult.TIMED_OUT
+        or (o.error is not None and not issubclass(o.error, ENDED_OR_FENCED_ERRORS))
+    )
+    if unproven:
+        raise ResolveRefused(
+            f"batch {batch.checkpoint_id}: no definite answer from the coordinators for "
+            f"{unproven}, so the loss is not proven and nothing was confirmed. Check the "
+            "brokers and run it again (raise --timeout for a slow cluster)"
         )
 
 

@@ -43,6 +43,7 @@ class FakeAdmin:
         self.transactions = {t.transactional_id: t for t in transactions}
         self.epoch_bumps_on_end = epoch_bumps_on_end
         self.hidden_commits: set[str] = set()
+        self.unanswered: set[str] = set()  # EndTxn times out
 
     def list_transactional_ids(self, prefix: str, *, ongoing_only: bool = True) -> list[str]:
         return sorted(
@@ -65,10 +66,12 @@ class FakeAdmin:
         the open transaction is fenced. Only the resolve command's retry sends these."""
         outcomes = {}
         for t in targets:
-            error = Errors.NoError if t.transactional_id in self.hidden_commits else (
-                Errors.InvalidProducerEpochError
-            )  # fmt: skip
-            answer = CoordinatorAnswer(error, coordinator_id=1, attempts=1)
+            if t.transactional_id in self.unanswered:
+                answer = CoordinatorAnswer(Errors.RequestTimedOutError, timed_out=True)
+            else:
+                hidden = t.transactional_id in self.hidden_commits
+                error = Errors.NoError if hidden else Errors.InvalidProducerEpochError
+                answer = CoordinatorAnswer(error, coordinator_id=1, attempts=1)
             outcomes[t.transactional_id] = EndTxnOutcome.of(t, commit, answer)
         return outcomes
 
@@ -79,6 +82,7 @@ class FakeCommitter:
 
     def __init__(self, admin: FakeAdmin, fail: dict[str, Exception] | None = None) -> None:
         self.admin = admin
+        self.timeout_s = 30.0
         self.fail = fail or {}
         self.aborted: list[Committable] = []
         self.committed: list[Committable] = []

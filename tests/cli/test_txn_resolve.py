@@ -164,6 +164,16 @@ def test_accept_loss_is_refused_when_the_coordinator_commits_the_lost_transactio
     assert store_of(stuck).confirmation(1) is None
 
 
+def test_accept_loss_is_refused_without_a_definite_answer_from_the_coordinator(
+    run, cluster, stuck
+) -> None:
+    cluster.admin.unanswered.add(LOST.transactional_id)
+    result = run("--checkpoint-location", stuck, *ACCEPT, "--yes")
+    assert result.exit_code != 0, result.output
+    assert "no definite answer from the coordinators" in result.output
+    assert store_of(stuck).confirmation(1) is None
+
+
 def test_accept_loss_json_names_the_confirmation(run, cluster, stuck) -> None:
     result = run("--checkpoint-location", stuck, *ACCEPT, "--yes", "--json")
     assert result.exit_code == 0, result.output

@@ -80,4 +80,8 @@ def test_a_prefix_conflict_names_both_locations_and_an_abort_that_keeps_decided_
     )
     assert "This query: checkpoint 's3a://bucket/checkpoints/orders-v2', owner 0a1b2c3d" in message
     # The abort reads the other query's decisions, so a batch it decided is never dropped.
-    assert "--checkpoint-location 's3a://bucket/checkpoints/orders-v1'" in message
+    assert (
+        "--transactional-id orders-4e5f6a7b-0-0 --checkpoint-location "
+        "'s3a://bucket/checkpoints/orders-v1'" in message
+    )
+    assert "--prefix" not in message  # it would end this query's transactions too
