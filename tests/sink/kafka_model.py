@@ -10,8 +10,9 @@ What it keeps from the protocol, because the sink's correctness depends on it:
   on an Ongoing transaction it first aborts it (epoch E + 1), then hands out E + 2;
 - transactions V1 keep the epoch at EndTxn, V2 move it to E + 1 (KIP-890); a cluster may
   switch from V1 to V2 at any moment (a rolling upgrade);
-- EndTxn names (transactional id, producer id, epoch): a retry of the same decision after it
-  took effect succeeds, anything else with another epoch is fenced;
+- EndTxn names (transactional id, producer id, epoch), and is answered by the V1 or V2 rules
+  of the coordinator (:meth:`KafkaModel.end_txn`): a repeat of a commit that took effect
+  succeeds only where Kafka's does, so the sink's describe-based oracle is exercised;
 - the coordinator aborts a transaction older than its timeout, bumping the epoch;
 - records become visible to read_committed readers only at a commit.
 """
@@ -31,6 +32,7 @@ from connectors.kafka.coordinators import CoordinatorAnswer
 from connectors.kafka.end_txn import EndTxnOutcome, EndTxnTarget
 from connectors.kafka.transactions import TxnDescription, TxnState
 
+_OPEN = (TxnState.ONGOING, TxnState.EMPTY)
 Record = tuple[int, int, int]  # (batch, task partition, sequence): the same in every replay
 Key = tuple[str, int, int]  # (transactional id, producer id, epoch)
 
@@ -44,9 +46,6 @@ class _Id:
     timeout_ms: int = 60_000
     partitions: set[tuple[str, int]] = field(default_factory=set)
     pending: list[Record] = field(default_factory=list)
-    # (epoch the EndTxn named, commit?) of the last transaction that ended by EndTxn, so a
-    # retry of it is answered with success, as the coordinator does
-    ended: tuple[int, bool] | None = None
 
 
 class KafkaModel:
@@ -77,7 +76,7 @@ class KafkaModel:
             if state.state == TxnState.ONGOING:
                 self._end(tid, state, commit=False, bump=True)  # fence: abort at E + 1
             state.epoch += 1
-        state.state, state.timeout_ms, state.ended = TxnState.EMPTY, timeout_ms, None
+        state.state, state.timeout_ms = TxnState.EMPTY, timeout_ms
         return state.producer_id, state.epoch
 
     def produce(self, tid: str, producer_id: int, epoch: int, partition: tuple[str, int],
@@ -99,21 +98,39 @@ class KafkaModel:
     # -- admin side ------------------------------------------------------------------------
 
     def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> type[Exception]:
-        """EndTxn: NoError, or the coordinator's refusal."""
+        """EndTxn, answered as Kafka's coordinator answers it: NoError, or its refusal.
+
+        V1 (EndTxn below v5): the epoch must match; a repeat of the decision that took effect
+        succeeds. V2 (v5): the transaction ends at E + 1; a repeat with epoch E once the id is
+        at E + 1 succeeds when the decision matches (the coordinator's retry on epoch bump),
+        anything else is fenced or refused.
+        """
         self.expire()
         state = self.ids.get(tid)
         if state is None:
             return Errors.TransactionalIdNotFoundError
         if state.producer_id != producer_id:
             return Errors.InvalidProducerIdMappingError
-        if state.state == TxnState.ONGOING and state.epoch == epoch:
-            self._end(tid, state, commit, bump=self.v2)
-            state.ended = (epoch, commit)
-            return Errors.NoError
-        if state.ended == (epoch, commit):
-            return Errors.NoError  # a retry of the EndTxn that took effect
-        if state.epoch != epoch:
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if not self.v2:
+            if state.epoch != epoch:
+                return Errors.ProducerFencedError
+            if state.state == TxnState.ONGOING:
+                self._end(tid, state, commit, bump=False)
+                return Errors.NoError
+            return Errors.NoError if state.state == done else Errors.InvalidTxnStateError
+        retry = state.epoch == epoch + 1
+        if state.epoch != epoch and not (retry and state.state not in _OPEN):
             return Errors.ProducerFencedError
+        if state.state == TxnState.ONGOING:
+            self._end(tid, state, commit, bump=True)
+            return Errors.NoError
+        if state.state == done and retry:
+            return Errors.NoError
+        if not commit and not retry:  # V2 aborts an ended or empty transaction: epoch + 1
+            state.epoch += 1
+            state.state = TxnState.COMPLETE_ABORT
+            return Errors.NoError
         return Errors.InvalidTxnStateError
 
     def _end(self, tid: str, state: _Id, commit: bool, *, bump: bool) -> None:
@@ -135,7 +152,6 @@ class KafkaModel:
             if state.state == TxnState.ONGOING and now - state.start_ms > state.timeout_ms:
                 self.timed_out.add((tid, state.producer_id, state.epoch))
                 self._end(tid, state, commit=False, bump=True)
-                state.ended = None
 
     def describe(self, tid: str) -> TxnDescription | None:
         self.expire()
