@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -49,6 +50,19 @@ class Pipeline:
         with self.started(crash_at, options, partitions) as job:
             stdout, stderr = job.communicate(timeout=timeout_s)
         return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
+
+    def wait_until_struck(
+        self, job: subprocess.Popen[str], crash_at: str, timeout_s: float = 180
+    ) -> None:
+        """Wait until the job is at the fault ``crash_at`` (a ``stall-until`` handshake holds it
+        there until the test creates the file): the test acts in the fault's window however
+        slow the machine is."""
+        point = parse_spec(crash_at).point
+        deadline = time.monotonic() + timeout_s
+        while self.hits_dir is None or not os.path.exists(struck_marker(str(self.hits_dir), point)):
+            assert job.poll() is None, f"the job exited {job.returncode} before {crash_at!r}"
+            assert time.monotonic() < deadline, f"{crash_at!r} not reached in {timeout_s} s"
+            time.sleep(0.2)
 
     def assert_struck(self, crash_at: str) -> None:
         """The fault ``crash_at`` named did strike in the last run: a renamed point, a wrong

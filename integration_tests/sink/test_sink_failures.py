@@ -9,6 +9,7 @@ after records were written.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -50,11 +51,21 @@ def test_task_failure_after_pre_commit_is_retried_and_the_dead_attempts_transact
 
 
 def test_transaction_timed_out_before_the_decision_fails_the_batch_loudly(
-    pipeline: Pipeline,
+    pipeline: Pipeline, tmp_path: Path
 ) -> None:
-    """The driver stalls after every pre-commit; the broker aborts the transactions on their
-    timeout. Deciding would lose batch 1, so the batch fails, and a restart replays it."""
-    result = pipeline.run("driver.before_decision@1:stall=15", options=SHORT_TIMEOUT)
+    """The driver is held after every pre-commit until the broker aborted the transactions on
+    their timeout. Deciding would lose batch 1, so the batch fails, and a restart replays it."""
+    go = tmp_path / "go"
+    crash_at = f"driver.before_decision@1:stall-until={go}"
+    with pipeline.started(crash_at, options=SHORT_TIMEOUT) as job:
+        pipeline.wait_until_struck(job, crash_at)
+        deadline = time.monotonic() + 60
+        while pipeline.open_transactions():  # the broker's clock, however slow this machine
+            assert time.monotonic() < deadline, "the broker did not abort batch 1's transactions"
+            time.sleep(0.5)
+        go.touch()
+        stdout, stderr = job.communicate(timeout=300)
+    result = subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
     assert_ran(result, 1)
     assert "PreCommitLostError" in result.stderr
     assert "batch 1" in result.stderr and "transaction.timeout.ms" in result.stderr
@@ -177,15 +188,17 @@ def test_broker_crash_between_pre_commit_and_commit(
     cluster = kafka_factory(mode="process")
     bootstrap = cluster.bootstrap_servers
     pipeline = Pipeline(bootstrap, create_topic(bootstrap, partitions=2), tmp_path / "cp")
-    with pipeline.started("driver.before_decision@1:stall=20") as job:
-        deadline = time.monotonic() + 120
-        while pipeline.uncommitted_count() < 200:
-            assert job.poll() is None and time.monotonic() < deadline, "batch 1 not written"
-            time.sleep(1)
+    go = tmp_path / "go"
+    crash_at = f"driver.before_decision@1:stall-until={go}"
+    with pipeline.started(crash_at) as job:
+        pipeline.wait_until_struck(job, crash_at)
+        # The window: every task of batch 1 pre-committed, nothing decided yet.
+        assert 1 not in pipeline.store().checkpoint_ids()
+        assert len(pipeline.open_transactions()) == 2, pipeline.open_transactions()
         [node] = cluster.node_ids
         cluster.stop_node(node, hard=True)
-        time.sleep(3)
         cluster.start_node(node)
+        go.touch()
         _, stderr = job.communicate(timeout=300)
     assert job.returncode == 0, stderr[-4000:]
     assert_exactly_once(pipeline)
@@ -203,15 +216,17 @@ def test_transaction_coordinator_killed_after_the_decision(
     bootstrap = cluster.bootstrap_servers
     topic = create_topic(bootstrap, partitions=2, replication=3)
     pipeline = Pipeline(bootstrap, topic, tmp_path / "cp")
-    with pipeline.started("driver.before_end_txn@1#1:stall=20") as job:
-        deadline = time.monotonic() + 180
-        while 1 not in pipeline.store().checkpoint_ids():
-            assert job.poll() is None and time.monotonic() < deadline, "batch 1 not decided"
-            time.sleep(0.5)
+    go = tmp_path / "go"
+    crash_at = f"driver.before_end_txn@1#1:stall-until={go}"
+    with pipeline.started(crash_at) as job:
+        pipeline.wait_until_struck(job, crash_at)
+        # The window: batch 1 decided, its transactions still open.
+        assert 1 in pipeline.store().checkpoint_ids()
         first, *_ = pipeline.decided_transactional_ids(1)
         described = pipeline.transactions([first])[first]
         assert described is not None and described.state == TxnState.ONGOING
         cluster.stop_node(described.coordinator_id, hard=True)
+        go.touch()
         _, stderr = job.communicate(timeout=300)
     assert job.returncode == 0, stderr[-4000:]
     survivors = ",".join(
