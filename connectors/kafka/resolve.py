@@ -132,18 +132,14 @@ def inspect(admin: TransactionAdmin, decision: Snapshot) -> StuckBatch:
     """Describe each transaction of ``decision``; a task that wrote nothing opened none."""
     opened = [c for c in decision.committables if not c.wrote_nothing]
     described = admin.describe(c.transactional_id for c in opened)
+    # One ApiVersions per coordinator, not per transaction: a batch's ids share a few.
+    coordinators = {d.coordinator_id for d in described.values() if d is not None}
+    bumps = {node: admin.epoch_bumps_on_end_at(node) for node in coordinators}
     transactions = []
     for c in opened:
         now = described[c.transactional_id]
-        transactions.append(
-            DecidedTxn(
-                c,
-                now,
-                standing(
-                    c, now, now is not None and admin.epoch_bumps_on_end_at(now.coordinator_id)
-                ),
-            )
-        )
+        bump_possible = now is not None and bumps[now.coordinator_id]
+        transactions.append(DecidedTxn(c, now, standing(c, now, bump_possible)))
     return StuckBatch(decision, tuple(transactions))
 
 

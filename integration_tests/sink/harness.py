@@ -57,9 +57,8 @@ class Pipeline:
         """Wait until the job is at the fault ``crash_at`` (a ``stall-until`` handshake holds it
         there until the test creates the file): the test acts in the fault's window however
         slow the machine is."""
-        point = parse_spec(crash_at).point
         deadline = time.monotonic() + timeout_s
-        while self.hits_dir is None or not os.path.exists(struck_marker(str(self.hits_dir), point)):
+        while not self._struck(crash_at):
             assert job.poll() is None, f"the job exited {job.returncode} before {crash_at!r}"
             assert time.monotonic() < deadline, f"{crash_at!r} not reached in {timeout_s} s"
             time.sleep(0.2)
@@ -67,10 +66,16 @@ class Pipeline:
     def assert_struck(self, crash_at: str) -> None:
         """The fault ``crash_at`` named did strike in the last run: a renamed point, a wrong
         batch id or hit number would otherwise let a crash test pass without crashing."""
+        assert self._struck(crash_at), (
+            f"the fault {crash_at!r} never struck: the test proved nothing about it"
+        )
+
+    def _struck(self, crash_at: str) -> bool:
+        """Whether the fault's crash point left its marker in the last run's hits folder."""
         point = parse_spec(crash_at).point
-        assert self.hits_dir is not None and os.path.exists(
+        return self.hits_dir is not None and os.path.exists(
             struck_marker(str(self.hits_dir), point)
-        ), f"the fault {crash_at!r} never struck: the test proved nothing about it"
+        )
 
     @contextmanager
     def started(

@@ -60,7 +60,8 @@ from connectors.kafka.writer import ExactlyOnceWriter
 from connectors.spark import sink as spark_sink
 
 TASKS = 3
-TIMEOUT_S = 60  # transaction.timeout.ms; the commit margin is then 15 s
+TIMEOUT_S = 60  # transaction.timeout.ms
+MARGIN_MS = 15_000  # the commit margin for it and commitTimeoutMs 5000 (lifetime.py)
 OPTIONS = {
     "kafka.bootstrap.servers": "model:9092",
     "topic": "out",
@@ -218,7 +219,7 @@ class SparkOnModelKafka(RuleBasedStateMachine):
         assert now is not None
         expiring = (
             now.state == TxnState.ONGOING
-            and now.start_time_ms + now.timeout_ms - self.kafka.now_ms() < 15_000
+            and now.start_time_ms + now.timeout_ms - self.kafka.now_ms() < MARGIN_MS
         )
         assert committable.key in self.kafka.timed_out or expiring, (
             f"pre-commit of {committable.key} refused, but it neither timed out nor expires: {now}"
@@ -468,7 +469,7 @@ class _CheckedLedger(Ledger):
                     TxnState.ONGOING, c.producer_id, c.epoch,
                 ), f"batch {checkpoint_id} decided {c.key}, which is {now}"  # fmt: skip
                 left_ms = now.start_time_ms + now.timeout_ms - kafka.now_ms()
-                assert left_ms >= 15_000, (
+                assert left_ms >= MARGIN_MS, (
                     f"batch {checkpoint_id} decided {c.key} with {left_ms} ms left"
                 )
 
