@@ -18,8 +18,6 @@ A fault point does nothing unless ``KAFKA_EOS_CRASH_AT`` is set to
 - ``stall-until=<path>``: sleep until the file ``path`` exists (at most 10 minutes): a
   handshake, so that a test acts while the process is held at this point, however slow the
   machine;
-- ``kill-after=<seconds>``: sleep, then kill: a process that dies a little later, after the
-  client's background threads sent what was in flight;
 - ``kill-jvm``: SIGKILL the nearest JVM among this process's ancestors, then this process.
   In a Spark Python worker that JVM is its executor: an executor lost with everything in it,
   while the driver lives on (with ``local-cluster``, where executors are JVMs of their own).
@@ -52,7 +50,7 @@ PGID_ENV = "KAFKA_EOS_CRASH_PGID"
 HITS_DIR_ENV = "KAFKA_EOS_CRASH_HITS_DIR"
 _SPEC = re.compile(
     r"(?P<name>[\w.]+)(?:@(?P<id>\d+))?(?:#(?P<hit>\d+))?"
-    r"(?::(?P<action>kill|kill-jvm|raise|stall=[\d.]+|kill-after=[\d.]+|stall-until=/\S+))?"
+    r"(?::(?P<action>kill|kill-jvm|raise|stall=[\d.]+|stall-until=/\S+))?"
 )
 _hits: Counter[str] = Counter()
 _scope: list[int] = []
@@ -143,7 +141,7 @@ def parse_spec(raw: str) -> CrashSpec:
         # A typo must not turn a crash test into one that passes without crashing.
         raise ValueError(
             f"{ENV}={raw!r} is not <name>[@<checkpoint id>][#<hit>][:kill|kill-jvm|raise|"
-            "stall=S|stall-until=/path|kill-after=S]"
+            "stall=S|stall-until=/path]"
         )
     return CrashSpec(
         _registered(spec["name"], f"in {ENV}={raw!r}"),
@@ -246,8 +244,6 @@ def crash_point(name: CrashPoint | str, *, checkpoint_id: int | None = None) -> 
         return
     if action == "kill-jvm":
         _kill_hosting_jvm(point)
-    if action.startswith("kill-after="):
-        time.sleep(float(action.removeprefix("kill-after=")))
     os.killpg(int(os.environ.get(PGID_ENV, os.getpgrp())), signal.SIGKILL)
     # Spark may run this process in a group of its own: it must not outlive its job.
     os.kill(os.getpid(), signal.SIGKILL)

@@ -1,8 +1,9 @@
 """The pipeline under test, run as its own process so that a test can kill -9 it.
 
 numbers 0..count-1 -> Spark -> kafka-eos sink (exactly-once) -> output topic, one record per
-number with key = value = the number. ``KAFKA_EOS_CRASH_AT`` in the environment picks the
-moment to die (``checkpoint.crashpoints``).
+number with key = value = the number. The numbers come from the test source, or with
+``--input-topic`` from Kafka through the kafka-eos source. ``KAFKA_EOS_CRASH_AT`` in the
+environment picks the moment to die (``checkpoint.crashpoints``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--per-batch", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--input-topic", help="read it with the kafka-eos source instead")
     parser.add_argument("--option", action="append", default=[], help="sink option key=value")
     parser.add_argument("--stop-when", help="call query.stop() once this file exists")
     args = parser.parse_args(argv)
@@ -37,13 +39,26 @@ def main(argv: list[str]) -> int:
     spark = new_spark_session(args.master, app_name="kafka-eos-sink-under-test")
     spark.dataSource.register(NumbersSource)
     register(spark)
+    if args.input_topic:
+        numbers = (
+            spark.readStream.format("kafka-eos")
+            .option("kafka.bootstrap.servers", args.bootstrap)
+            .option("subscribe", args.input_topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(args.per_batch))
+            .load()
+            .selectExpr("CAST(CAST(value AS STRING) AS LONG) AS n")
+        )
+    else:
+        numbers = (
+            spark.readStream.format("kafka-eos-test-numbers")
+            .option("count", str(args.count))
+            .option("perBatch", str(args.per_batch))
+            .option("partitions", str(args.partitions))
+            .load()
+        )
     writer = (
-        spark.readStream.format("kafka-eos-test-numbers")
-        .option("count", str(args.count))
-        .option("perBatch", str(args.per_batch))
-        .option("partitions", str(args.partitions))
-        .load()
-        .selectExpr("CAST(n AS STRING) AS key", "CAST(n AS STRING) AS value")
+        numbers.selectExpr("CAST(n AS STRING) AS key", "CAST(n AS STRING) AS value")
         .writeStream.format("kafka-eos")
         .option("kafka.bootstrap.servers", args.bootstrap)
         .option("topic", args.topic)

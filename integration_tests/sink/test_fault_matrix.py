@@ -1,22 +1,46 @@
 """Kill -9 the query at every phase of the two-phase commit, restart it, count the output.
 
-Each case: batch 0 completes, the crash hits batch 1, the restarted query finishes batches
-1 and 2. A read_committed drain must then hold every number exactly once, and the state left
-by the crash must prove the crash really happened mid-protocol (read_uncommitted records of
-the failed attempt, or decisions and transactions caught half-way).
+End to end: the numbers 0..299 are in a Kafka topic, read by the kafka-eos source (100 a
+batch), written by the kafka-eos sink. Each case: batch 0 completes, the crash hits batch 1
+and kills the whole job (driver, JVM, Python workers), the restarted query replays batch 1 from
+the offsets Spark logged and finishes batch 2. A read_committed drain must then hold every
+number exactly once, compared key by key. The state left by the crash proves it struck
+mid-protocol: read_uncommitted records of the failed attempt, compared key by key too, or
+decisions and transactions caught half-way.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from connectors.kafka.transactions import TxnState
-from integration_tests.sink.harness import KILLED, Pipeline, assert_exactly_once, assert_ran
+from integration_tests.conftest import create_topic
+from integration_tests.sink.harness import (
+    KILLED,
+    Pipeline,
+    assert_exactly_once,
+    assert_ran,
+    fill_numbers,
+)
+from kafka_eos.cluster import KafkaCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+BATCH_0, BATCH_1, ALL = Counter(range(100)), Counter(range(100, 200)), Counter(range(300))
+
+
+@pytest.fixture
+def pipeline(versioned_kafka: KafkaCluster, tmp_path: Path) -> Pipeline:
+    """A query fed by the kafka-eos source from a topic of two partitions (so two tasks)."""
+    bootstrap = versioned_kafka.bootstrap_servers
+    numbers = create_topic(bootstrap, partitions=2)
+    fill_numbers(bootstrap, numbers, count=300, partitions=2)
+    output = create_topic(bootstrap, partitions=2)
+    return Pipeline(bootstrap, output, tmp_path / "checkpoint", input_topic=numbers)
 
 
 def _crash_then_recover(pipeline: Pipeline, crash_at: str) -> None:
@@ -24,30 +48,44 @@ def _crash_then_recover(pipeline: Pipeline, crash_at: str) -> None:
 
 
 def test_a_crash_in_task_before_pre_commit(pipeline: Pipeline) -> None:
-    # Dies a moment after producing, so that records in flight reach the broker first.
-    _crash_then_recover(pipeline, "task.before_pre_commit@1#1:kill-after=2")
-    # Spark planned batch 1 and the kill hit its tasks: no decision, no completion.
+    # One task of batch 1 is held once it has produced its input, before its flush; the job is
+    # killed once records of both tasks (even and odd numbers) reached the log, so that the
+    # replay has an aborted first copy to leave behind.
+    crash_at = f"task.before_pre_commit@1#1:stall-until={pipeline.checkpoint.parent / 'never'}"
+    with pipeline.started(crash_at) as job:
+        pipeline.wait_until_struck(job, crash_at)
+        deadline = time.monotonic() + 120
+        while {n % 2 for n in pipeline.uncommitted() - BATCH_0} != {0, 1}:
+            assert time.monotonic() < deadline, "batch 1's records never reached the log"
+            time.sleep(0.2)
+        # The window: batch 1 written, in open transactions, undecided.
+        assert pipeline.store().checkpoint_ids() == [0]
+        assert len(pipeline.open_transactions()) == 2
+        pipeline.kill(job)
     assert pipeline.spark_planned_batches() == {0, 1}
     assert pipeline.spark_committed_batches() == {0}
-    assert pipeline.store().checkpoint_ids() == [0]
-    assert pipeline.committed() == Counter(range(100))
-    written_by_killed_attempt = pipeline.uncommitted_count() - 100
-    assert written_by_killed_attempt > 0
+    assert pipeline.committed() == BATCH_0
+    seen = pipeline.uncommitted()
+    written_by_killed_attempt = seen - BATCH_0
+    assert set(written_by_killed_attempt) <= set(BATCH_1)
+    assert set(written_by_killed_attempt.values()) == {1}
+    assert seen == BATCH_0 + written_by_killed_attempt
 
     assert_ran(pipeline.run())
     assert_exactly_once(pipeline)
-    assert pipeline.uncommitted_count() == 300 + written_by_killed_attempt
+    assert pipeline.uncommitted() == ALL + written_by_killed_attempt
 
 
 def test_b_crash_after_pre_commit_before_decision(pipeline: Pipeline) -> None:
     _crash_then_recover(pipeline, "driver.before_decision@1")
     assert pipeline.store().checkpoint_ids() == [0]  # batch 1 never decided
-    assert pipeline.uncommitted_count() == 200  # ... but every task pre-committed it
+    assert pipeline.uncommitted() == BATCH_0 + BATCH_1  # ... but every task pre-committed it
     assert len(pipeline.open_transactions()) == 2  # one per task
 
     assert_ran(pipeline.run())
     assert_exactly_once(pipeline)
-    assert pipeline.uncommitted_count() == 400  # batch 1 written twice, first copy aborted
+    # Batch 1 written twice: the first copy aborted, the replay's committed.
+    assert pipeline.uncommitted() == ALL + BATCH_1
 
 
 def test_c_crash_after_decision_before_any_end_txn(pipeline: Pipeline) -> None:
@@ -56,8 +94,8 @@ def test_c_crash_after_decision_before_any_end_txn(pipeline: Pipeline) -> None:
     assert store.checkpoint_ids() == [0, 1] and not store.is_confirmed(1)
     tids = pipeline.decided_transactional_ids(1)
     assert {d.state for d in pipeline.transactions(tids).values() if d} == {TxnState.ONGOING}
-    assert pipeline.committed() == Counter(range(100))
-    assert pipeline.uncommitted_count() == 200  # batch 1 is in the log, decided, not committed
+    assert pipeline.committed() == BATCH_0
+    assert pipeline.uncommitted() == BATCH_0 + BATCH_1  # batch 1 decided, in the log, not visible
 
     # The decided batch is committed when the restarted query builds its writer, before any
     # task of the replay runs: the replay's tasks are held at their start until it is visible.
@@ -76,7 +114,7 @@ def test_c_crash_after_decision_before_any_end_txn(pipeline: Pipeline) -> None:
     print(f"recovery time: decided batch 1 visible {visible_after:.1f} s after the restart")
     assert_exactly_once(pipeline)
     # The replay of the decided batch 1 wrote nothing: its recorded commits were re-driven.
-    assert pipeline.uncommitted_count() == 300
+    assert pipeline.uncommitted() == ALL
 
 
 def test_d_crash_after_some_end_txns(pipeline: Pipeline) -> None:
@@ -89,20 +127,20 @@ def test_d_crash_after_some_end_txns(pipeline: Pipeline) -> None:
         if d
     )
     assert states == [TxnState.COMPLETE_COMMIT.value, TxnState.ONGOING.value]
-    assert pipeline.uncommitted_count() == 200
+    assert pipeline.uncommitted() == BATCH_0 + BATCH_1
 
     assert_ran(pipeline.run())
     assert_exactly_once(pipeline)
-    assert pipeline.uncommitted_count() == 300
+    assert pipeline.uncommitted() == ALL
 
 
 def test_e_crash_after_commit_before_spark_commit_log(pipeline: Pipeline) -> None:
     _crash_then_recover(pipeline, "driver.after_commit@1")
     assert pipeline.store().is_confirmed(1)
     assert 1 not in pipeline.spark_committed_batches()  # Spark will replay batch 1
-    assert pipeline.committed() == Counter(range(200))
+    assert pipeline.committed() == BATCH_0 + BATCH_1
 
     assert_ran(pipeline.run())
     assert_exactly_once(pipeline)
     assert 1 in pipeline.spark_committed_batches()
-    assert pipeline.uncommitted_count() == 300  # the replay of batch 1 wrote nothing
+    assert pipeline.uncommitted() == ALL  # the replay of batch 1 wrote nothing

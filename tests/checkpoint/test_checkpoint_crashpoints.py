@@ -338,14 +338,6 @@ def test_kill_at_another_checkpoint_does_not_fire() -> None:
     assert run_child(f"{POINT}@4", CHILD) == (0, "before\nsurvived\n")
 
 
-def test_kill_after_sleeps_then_kills() -> None:
-    started = time.monotonic()
-    returncode, stdout = run_child(f"{POINT}:kill-after=0.5", CHILD)
-    assert returncode == -signal.SIGKILL
-    assert stdout == "before\n"
-    assert time.monotonic() - started >= 0.5
-
-
 def test_kill_takes_down_the_process_group_named_by_the_job() -> None:
     """A crash in a Spark worker must take the driver (another group) down with it."""
     job = subprocess.Popen(["sleep", "60"], start_new_session=True)
