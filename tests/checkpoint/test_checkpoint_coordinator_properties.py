@@ -217,6 +217,26 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def recover_live(self) -> None:
         self.recover()
 
+    @rule()
+    def faults_stop_and_a_checkpoint_completes(self) -> None:
+        """Liveness: the invariants hold for a coordinator that decides nothing (every error
+        above is absorbed), so once faults stop, after the waiting barriers arrive, recovery
+        runs (as the engine's restart after a failed commit does) and the timeouts pass, a new
+        checkpoint must be decided and its output visible."""
+        self.faults.crash_in = self.faults.fail_in = None
+        if self.coordinator is None:
+            self.restart_process()
+        while self.open:
+            self.barrier(sorted(self.open)[0])
+        self.recover()
+        self.advance_clock(self.config.timeout + self.config.min_pause)
+        cid = self.start_checkpoint([1] * len(self.names))
+        assert cid is not None, "with no fault armed the coordinator refused a checkpoint"
+        while any(c == cid for c, _ in self.open):
+            self.barrier(min(p for p in self.open if p[0] == cid))
+        assert cid in self.ledger.decided, f"checkpoint {cid} was never decided"
+        assert self.attempts.get(cid, set()) <= committed_keys(self.broker), "not visible"
+
     def start_checkpoint(self, records: list[int]) -> int | None:
         """Step 1, then each participant begins its transaction and writes its records."""
         assert self.coordinator is not None
