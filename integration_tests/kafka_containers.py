@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+from collections.abc import Mapping
 
 from kafka_eos.cluster.base import (
     CLUSTER_ID,
     DOCKER_KAFKA_DIR,
     multi_node_defaults,
+    render_features,
     render_properties,
     wait_until_ready,
 )
@@ -55,8 +57,12 @@ class ContainerCluster:
         version: str,
         nodes: int = 1,
         broker_properties: dict[str, str] | None = None,
+        features: Mapping[str, int] | None = None,
     ) -> None:
+        """``features`` (feature name -> level) are finalized when the nodes format their
+        storage, instead of the release's defaults (``KAFKA_FORMAT_FEATURES`` of the image)."""
         self.version = version
+        self.features = dict(features or {})
         image = ensure_image(version)
         self._properties = {**multi_node_defaults(nodes), **(broker_properties or {})}
         self._network = Network()
@@ -68,6 +74,7 @@ class ContainerCluster:
             .with_env("KAFKA_CONTROLLER_QUORUM_VOTERS", voters)
             .with_env("KAFKA_INTERNAL_HOST", f"kafka-{i}")
             .with_env("KAFKA_WAIT_FOR_OVERRIDES", "1")
+            .with_env("KAFKA_FORMAT_FEATURES", render_features(self.features))
             .with_exposed_ports(CLIENT_PORT)
             .with_network_aliases(f"kafka-{i}")
             for i in range(1, nodes + 1)

@@ -23,6 +23,7 @@ import kafka.errors as Errors
 from kafka.future import Future
 from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata import ApiVersionsRequest, CoordinatorType, FindCoordinatorRequest
+from kafka.protocol.producer.transaction import EndTxnRequest
 from kafka.version import __version__ as kafka_python_version
 
 from checkpoint.deadline import Deadline, call_with_retries, retry_pause
@@ -42,6 +43,18 @@ COORDINATOR_MOVED_ERRORS: tuple[type[Exception], ...] = (
 # more would only queue there. Set on the client, and kept to here, so neither refuses a send.
 IN_FLIGHT_PER_BROKER = 5
 _POLL_SLICE_S = 0.5  # the longest single wait; any answer ends it at once
+
+# EndTxn v5 is transactions V2 (KIP-890): the coordinator bumps the epoch at every EndTxn.
+# Kafka takes a request's semantics from its version alone (TransactionVersion.
+# transactionVersionForEndTxn: v5 is TV_2 on any cluster); the finalized transaction.version
+# only picks the transaction log's record format, and level 0 has no room for a V2
+# transaction. So a 4.x broker advertises v5 at every level; at levels 1 and 2 it takes a v5
+# and bumps, and at level 0 (a cluster upgraded from 3.x that never finalized the feature) it
+# answers UNSUPPORTED_VERSION and leaves the transaction wedged: Ongoing, answering
+# CONCURRENT_TRANSACTIONS to every EndTxn, not aborted at its timeout, until its coordinator
+# reloads (seen on Kafka 4.3.1). Such a broker gets v4, which keeps the epoch (V1).
+EPOCH_BUMP_END_TXN_VERSION = 5
+END_TXN_V5_MIN_TRANSACTION_VERSION = 1
 
 
 class CoordinatorCall(Protocol):
@@ -107,6 +120,32 @@ def max_versions(response: Any) -> dict[int, int]:
     return {key.api_key: key.max_version for key in response.api_keys}
 
 
+def usable_versions(response: Any) -> dict[int, int]:
+    """API key -> the highest version to send that broker: the highest it speaks
+    (:func:`max_versions`), but EndTxn below v5 where its finalized ``transaction.version`` is
+    0, which cannot store a V2 transaction."""
+    versions = max_versions(response)
+    if (
+        EndTxnRequest.API_KEY in versions
+        and transaction_version(response) < END_TXN_V5_MIN_TRANSACTION_VERSION
+    ):
+        versions[EndTxnRequest.API_KEY] = min(
+            versions[EndTxnRequest.API_KEY], EPOCH_BUMP_END_TXN_VERSION - 1
+        )
+    return versions
+
+
+def transaction_version(response: Any) -> int:
+    """The ``transaction.version`` a broker's ApiVersions response (v3+) says is finalized; 0
+    when it names none (Kafka 3.x, or a 4.x cluster upgraded without finalizing it)."""
+    levels = [
+        f.max_version_level
+        for f in getattr(response, "finalized_features", None) or ()
+        if f.name == "transaction.version"
+    ]
+    return max(levels, default=0)
+
+
 def api_versions_request() -> ApiVersionsRequest:
     # v3+ brokers refuse an empty client software name as an invalid request.
     return ApiVersionsRequest(
@@ -123,7 +162,8 @@ def send(net: KafkaNetClient, node_id: int | None, request: Any) -> Future:
 
 
 def broker_max_versions(net: KafkaNetClient, node_id: int, deadline: Deadline) -> dict[int, int]:
-    """API key -> highest version, as broker ``node_id`` itself answers ApiVersions.
+    """API key -> highest usable version (:func:`usable_versions`), as broker ``node_id``
+    itself answers ApiVersions.
 
     kafka-python speaks to every broker at the lower of its versions and the bootstrap
     broker's, so only the broker's own answer tells what it speaks in a mixed cluster.
@@ -136,7 +176,7 @@ def broker_max_versions(net: KafkaNetClient, node_id: int, deadline: Deadline) -
             raise Errors.KafkaTimeoutError(f"no ApiVersions answer from broker {node_id}")
         if future.failed():
             raise future.exception
-        return max_versions(future.value)
+        return usable_versions(future.value)
 
     return call_with_retries(
         ask,
@@ -259,7 +299,7 @@ class _Batch:
                 raise error(f"FindCoordinator for transactional id {s.tid}: {entry.error_message}")
 
     def _probed(self, node: int, states: list[_Id], response: Any) -> None:
-        self._versions[node] = max_versions(response)
+        self._versions[node] = usable_versions(response)
         for s in states:
             s.waiting = False
 

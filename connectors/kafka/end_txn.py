@@ -25,12 +25,11 @@ RETRIABLE_END_TXN_ERRORS: tuple[type[Exception], ...] = (
     *COORDINATOR_MOVED_ERRORS,
 )
 
-# EndTxn v5 is transactions V2 (KIP-890): the coordinator moves the epoch on at every EndTxn.
-EPOCH_BUMP_END_TXN_VERSION = 5
-
 
 def end_txn_version(versions: Mapping[int, int]) -> int:
-    """The EndTxn version for a broker that speaks ``versions`` (API key -> highest)."""
+    """The EndTxn version for a broker that speaks ``versions`` (API key -> highest usable,
+    :func:`~connectors.kafka.coordinators.usable_versions`: v5, which bumps the epoch, only
+    where the broker can store it, at ``transaction.version`` 1 or more)."""
     return min(EndTxnRequest.max_version, versions[EndTxnRequest.API_KEY])
 
 

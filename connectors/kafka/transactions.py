@@ -26,12 +26,12 @@ from checkpoint.deadline import Deadline, call_with_retries
 from checkpoint.errors import DeadlineExceeded
 from connectors.kafka.client_config import kafka_python_config
 from connectors.kafka.coordinators import (
+    EPOCH_BUMP_END_TXN_VERSION,
     IN_FLIGHT_PER_BROKER,
     broker_max_versions,
     call_coordinators,
 )
 from connectors.kafka.end_txn import (
-    EPOCH_BUMP_END_TXN_VERSION,
     RETRIABLE_END_TXN_ERRORS,
     EndTxnCall,
     EndTxnOutcome,
@@ -84,10 +84,11 @@ class TxnDescription:
         the epoch). E is always accepted: a V2 commit never shows E, so E means V1 ended it,
         even at a coordinator that speaks V2 now (a rolling upgrade between the pre-commit
         and the commit). E + 1 is accepted only where the coordinator could have bumped
-        (``bump_possible``: it speaks EndTxn v5). On a V1-only cluster E + 1 committed is a
-        later transaction of the id, after an InitProducerId bump of an abort that kept the
-        epoch: possible only for a second lineage of the query (a copied checkpoint), and
-        taking it for this one's would hide a loss.
+        (``bump_possible``: it takes EndTxn v5, :meth:`TransactionAdmin.epoch_bumps_on_end_at`).
+        On a V1 cluster (3.x, or 4.x at ``transaction.version`` 0) E + 1 committed is a later
+        transaction of the id, after an InitProducerId bump of an abort that kept the epoch:
+        possible only for a second lineage of the query (a copied checkpoint), and taking it
+        for this one's would hide a loss.
         """
         accepted = (epoch, epoch + 1) if bump_possible else (epoch,)
         return (
@@ -244,10 +245,14 @@ class TransactionAdmin:
     def epoch_bumps_on_end_at(
         self, coordinator_id: int, *, deadline: Deadline | None = None
     ) -> bool:
-        """Whether an EndTxn at this coordinator may move the epoch on (it speaks EndTxn v5,
-        transactions V2). Asked of that broker itself (ApiVersions), because brokers of a
-        cluster in a rolling upgrade speak different versions; :meth:`end_transactions`
-        sends each coordinator the EndTxn version this answers for."""
+        """Whether an EndTxn at this coordinator may move the epoch on: it speaks EndTxn v5
+        (transactions V2) and has finalized a ``transaction.version`` that can store it (1
+        or more; Kafka takes a v5 as V2 at level 1 too). Asked of that broker itself
+        (ApiVersions), because brokers of a cluster in a rolling upgrade speak different
+        versions; :meth:`end_transactions` sends each coordinator the EndTxn version this
+        answers for. A 4.x cluster at ``transaction.version`` 0 (upgraded from 3.x without
+        finalizing it) refuses v5: it gets v4, which keeps the epoch, and is V1 here
+        (:func:`~connectors.kafka.coordinators.usable_versions`)."""
         versions = broker_max_versions(
             self._net, coordinator_id, deadline or Deadline(self._request_timeout_s)
         )

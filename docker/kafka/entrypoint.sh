@@ -9,6 +9,11 @@
 #   KAFKA_CFG_<KEY>                any broker property, e.g. KAFKA_CFG_TRANSACTION_MAX_TIMEOUT_MS
 #                                  (lower-cased, '_' becomes '.')
 #   KAFKA_INTERNAL_HOST            name other nodes reach this one by (default: hostname)
+#   KAFKA_FORMAT_FEATURES          features to finalize when the storage is first formatted
+#                                  instead of the release's defaults, as name=level pairs
+#                                  separated by commas, e.g. transaction.version=1 (a 4.x
+#                                  cluster on transactions V1); every node of a cluster must
+#                                  get the same value
 #   KAFKA_WAIT_FOR_OVERRIDES=1     at every start, wait until $OVERRIDES exists, append it and
 #                                  remove it: testcontainers learns the mapped port only after
 #                                  the container started (and again after a restart), then
@@ -49,7 +54,12 @@ mkdir -p /var/lib/kafka/data
 [ "${KAFKA_WAIT_FOR_OVERRIDES:-0}" != 1 ] || rm -f "$OVERRIDES"
 
 java_cmd="java -cp /opt/kafka/libs/* -Dlog4j2.configurationFile=$CONF_DIR/log4j2.properties"
+feature_args=""
+for pair in $(echo "${KAFKA_FORMAT_FEATURES:-}" | tr ',' ' '); do
+  feature_args="$feature_args --feature $pair"
+done
+# shellcheck disable=SC2086
 $java_cmd kafka.tools.StorageTool format --ignore-formatted \
-  -t "${KAFKA_CLUSTER_ID:-a2Fma2EtZW9zLWNsdXN0ZXI}" -c "$CONF"
+  -t "${KAFKA_CLUSTER_ID:-a2Fma2EtZW9zLWNsdXN0ZXI}" -c "$CONF" $feature_args
 # shellcheck disable=SC2086
 exec $java_cmd ${KAFKA_HEAP_OPTS:--Xmx512m -Xms128m} kafka.Kafka "$CONF"

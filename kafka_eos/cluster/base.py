@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -79,3 +80,16 @@ def wait_until_ready(bootstrap_servers: str, nodes: int, timeout_s: float = 90.0
 def render_properties(properties: dict[str, str]) -> str:
     """Java properties text; values here never need escaping (ports, paths, numbers, names)."""
     return "".join(f"{key}={value}\n" for key, value in properties.items())
+
+
+def render_features(features: Mapping[str, int]) -> str:
+    """``name=level`` pairs separated by commas (``KAFKA_FORMAT_FEATURES`` of the image)."""
+    return ",".join(f"{name}={level}" for name, level in sorted(features.items()))
+
+
+def format_feature_args(features: Mapping[str, int]) -> list[str]:
+    """``kafka-storage format`` arguments that finalize ``features`` at these levels."""
+    args: list[str] = []
+    for name, level in sorted(features.items()):
+        args += ["--feature", f"{name}={level}"]
+    return args

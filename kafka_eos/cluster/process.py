@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from kafka_eos.cluster.base import (
     CLUSTER_ID,
     DEFAULT_KAFKA_VERSION,
     DOCKER_KAFKA_DIR,
+    format_feature_args,
     multi_node_defaults,
     render_properties,
     wait_until_ready,
@@ -86,11 +88,15 @@ class ProcessCluster:
         broker_properties: dict[str, str] | None = None,
         heap: str = "-Xmx512m",
         sasl_users: dict[str, str] | None = None,
+        features: Mapping[str, int] | None = None,
     ) -> None:
         """``sasl_users`` (user name -> password) adds a SASL_PLAINTEXT listener with the
         PLAIN mechanism for clients (:attr:`sasl_bootstrap_servers`), beside the plaintext one
-        the readiness checks and tests' own readers use."""
+        the readiness checks and tests' own readers use. ``features`` (feature name -> level)
+        are finalized when the nodes are formatted, instead of the release's defaults: e.g.
+        ``{"transaction.version": 1}`` for a 4.x cluster on transactions V1."""
         self.version = version
+        self.features = dict(features or {})
         self._sasl = bool(sasl_users)
         self._libs = kafka_libs(version)
         self._heap = heap
@@ -130,7 +136,15 @@ class ProcessCluster:
             config.write_text(
                 (DOCKER_KAFKA_DIR / "server.properties").read_text() + render_properties(properties)
             )
-            self._java("kafka.tools.StorageTool", "format", "-t", CLUSTER_ID, "-c", str(config))
+            self._java(
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                CLUSTER_ID,
+                "-c",
+                str(config),
+                *format_feature_args(self.features),
+            )
 
     # -- lifecycle ---------------------------------------------------------------------------
 

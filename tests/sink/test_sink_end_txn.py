@@ -10,13 +10,13 @@ from kafka.protocol.metadata import ApiVersionsResponse
 from kafka.protocol.producer.transaction import EndTxnRequest, EndTxnResponse
 
 from connectors.kafka.coordinators import (
+    EPOCH_BUMP_END_TXN_VERSION,
     CoordinatorAnswer,
     group_by_coordinator,
     max_versions,
     send_order,
 )
 from connectors.kafka.end_txn import (
-    EPOCH_BUMP_END_TXN_VERSION,
     EndTxnCall,
     EndTxnOutcome,
     EndTxnResult,
