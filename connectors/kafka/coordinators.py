@@ -45,16 +45,15 @@ IN_FLIGHT_PER_BROKER = 5
 _POLL_SLICE_S = 0.5  # the longest single wait; any answer ends it at once
 
 # EndTxn v5 is transactions V2 (KIP-890): the coordinator bumps the epoch at every EndTxn.
-# Kafka takes a request's semantics from its version alone (TransactionVersion.
-# transactionVersionForEndTxn: v5 is TV_2 on any cluster); the finalized transaction.version
-# only picks the transaction log's record format, and level 0 has no room for a V2
-# transaction. So a 4.x broker advertises v5 at every level; at levels 1 and 2 it takes a v5
-# and bumps, and at level 0 (a cluster upgraded from 3.x that never finalized the feature) it
-# answers UNSUPPORTED_VERSION and leaves the transaction wedged: Ongoing, answering
-# CONCURRENT_TRANSACTIONS to every EndTxn, not aborted at its timeout, until its coordinator
-# reloads (seen on Kafka 4.3.1). Such a broker gets v4, which keeps the epoch (V1).
+# Kafka takes a request's semantics from its version alone (v5 is V2 on any cluster), and a
+# 4.x broker advertises v5 at every finalized transaction.version; at level 0 (a cluster
+# upgraded from 3.x that never finalized the feature) it answers a v5 UNSUPPORTED_VERSION and
+# leaves the transaction wedged: Ongoing, answering CONCURRENT_TRANSACTIONS to every EndTxn,
+# not aborted at its timeout, until its coordinator reloads (seen on Kafka 4.3.1). Level 1
+# takes a v5, but Kafka's own producer sends v5 only from level 2, so only level 2 gets it here;
+# below, v4, which keeps the epoch (V1).
 EPOCH_BUMP_END_TXN_VERSION = 5
-END_TXN_V5_MIN_TRANSACTION_VERSION = 1
+END_TXN_V5_MIN_TRANSACTION_VERSION = 2
 
 
 class CoordinatorCall(Protocol):
@@ -122,8 +121,8 @@ def max_versions(response: Any) -> dict[int, int]:
 
 def usable_versions(response: Any) -> dict[int, int]:
     """API key -> the highest version to send that broker: the highest it speaks
-    (:func:`max_versions`), but EndTxn below v5 where its finalized ``transaction.version`` is
-    0, which cannot store a V2 transaction."""
+    (:func:`max_versions`), but EndTxn below v5 unless its finalized ``transaction.version``
+    is 2 (transactions V2)."""
     versions = max_versions(response)
     if (
         EndTxnRequest.API_KEY in versions
@@ -308,6 +307,9 @@ class _Batch:
         for s in states:
             error, value = answers[s.tid]
             if issubclass(error, self._call.retriable):
+                # Probe again before the retry: the transactions version may have been
+                # downgraded meanwhile, and a v5 at level 0 would wedge the transaction.
+                self._versions.pop(node, None)
                 self._retry([s], error, f"coordinator {node} answered {error.__name__}")
             else:
                 self._answers[s.tid] = CoordinatorAnswer(

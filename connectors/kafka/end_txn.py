@@ -29,7 +29,7 @@ RETRIABLE_END_TXN_ERRORS: tuple[type[Exception], ...] = (
 def end_txn_version(versions: Mapping[int, int]) -> int:
     """The EndTxn version for a broker that speaks ``versions`` (API key -> highest usable,
     :func:`~connectors.kafka.coordinators.usable_versions`: v5, which bumps the epoch, only
-    where the broker can store it, at ``transaction.version`` 1 or more)."""
+    where the broker finalized ``transaction.version`` 2)."""
     return min(EndTxnRequest.max_version, versions[EndTxnRequest.API_KEY])
 
 

@@ -85,7 +85,7 @@ class TxnDescription:
         even at a coordinator that speaks V2 now (a rolling upgrade between the pre-commit
         and the commit). E + 1 is accepted only where the coordinator could have bumped
         (``bump_possible``: it takes EndTxn v5, :meth:`TransactionAdmin.epoch_bumps_on_end_at`).
-        On a V1 cluster (3.x, or 4.x at ``transaction.version`` 0) E + 1 committed is a later
+        On a V1 cluster (3.x, or 4.x at ``transaction.version`` 0 or 1) E + 1 committed is a later
         transaction of the id, after an InitProducerId bump of an abort that kept the epoch:
         possible only for a second lineage of the query (a copied checkpoint), and taking it
         for this one's would hide a loss.
@@ -246,13 +246,12 @@ class TransactionAdmin:
         self, coordinator_id: int, *, deadline: Deadline | None = None
     ) -> bool:
         """Whether an EndTxn at this coordinator may move the epoch on: it speaks EndTxn v5
-        (transactions V2) and has finalized a ``transaction.version`` that can store it (1
-        or more; Kafka takes a v5 as V2 at level 1 too). Asked of that broker itself
+        (transactions V2) and has finalized ``transaction.version`` 2, so it is sent v5
+        (:func:`~connectors.kafka.coordinators.usable_versions`). Asked of that broker itself
         (ApiVersions), because brokers of a cluster in a rolling upgrade speak different
         versions; :meth:`end_transactions` sends each coordinator the EndTxn version this
-        answers for. A 4.x cluster at ``transaction.version`` 0 (upgraded from 3.x without
-        finalizing it) refuses v5: it gets v4, which keeps the epoch, and is V1 here
-        (:func:`~connectors.kafka.coordinators.usable_versions`)."""
+        answers for. A 4.x cluster at level 0 (upgraded from 3.x without finalizing it) would
+        refuse v5 and wedge the transaction; levels 0 and 1 get v4, which keeps the epoch."""
         versions = broker_max_versions(
             self._net, coordinator_id, deadline or Deadline(self._request_timeout_s)
         )

@@ -67,7 +67,7 @@ CASES = [
     ("kafka-3.9", 4, ABSENT, 4, False),
     ("kafka-4.x-upgraded-from-3.x-tv0", 5, ABSENT, 4, False),
     ("kafka-4.x-tv0-named", 5, 0, 4, False),
-    ("kafka-4.x-tv1", 5, 1, 5, True),
+    ("kafka-4.x-tv1", 5, 1, 4, False),
     ("kafka-4.x-tv2", 5, 2, 5, True),
 ]
 
