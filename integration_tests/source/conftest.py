@@ -6,9 +6,11 @@ exactly one micro-batch, and a batch Spark replays after a restart must hold the
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -131,6 +133,27 @@ def start_stream(
         else writer.trigger(processingTime="500 milliseconds")
     )
     return writer.start()
+
+
+@contextmanager
+def every_trigger_reported(spark: SparkSession) -> Iterator[None]:
+    """Queries started in this block list every trigger in their progress, also those that
+    run no batch (Spark reports those every 10 s by default), so that a test can count the
+    triggers that saw offsets and ran nothing instead of sleeping. Spark reads the setting
+    when a query starts."""
+    key = "spark.sql.streaming.noDataProgressEventInterval"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "0")
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before)
+
+
+def offset_total(offsets: str | None) -> int:
+    """The sum of a progress report's offsets (``startOffset``, ``endOffset``,
+    ``latestOffset``: the source's offset JSON), 0 for none."""
+    return sum(sum(parts.values()) for parts in json.loads(offsets or "{}").values())
 
 
 def run_to_end(query: StreamingQuery) -> None:

@@ -25,6 +25,15 @@ def _wait_for(sink: Batches, expected: set[int]) -> None:
         time.sleep(0.5)
 
 
+def _wait_for_partitions(admin: AdminClient, topic: str, count: int) -> None:
+    """Wait until the broker's metadata shows ``count`` partitions of ``topic``: a record sent
+    to a partition its producer does not know yet fails, and would never be delivered."""
+    deadline = time.monotonic() + 30
+    while len(admin.list_topics(topic, timeout=10).topics[topic].partitions) < count:
+        assert time.monotonic() < deadline, f"{topic} never showed {count} partitions"
+        time.sleep(0.2)
+
+
 def _create(admin: AdminClient, name: str) -> None:
     for future in admin.create_topics([NewTopic(name, 1, 1)]).values():
         future.result(timeout=30)
@@ -50,6 +59,7 @@ def test_added_partitions_and_new_matching_topics_start_at_earliest(
 
         for future in admin.create_partitions([NewPartitions(f"{prefix}-a", 3)]).values():
             future.result(timeout=30)
+        _wait_for_partitions(admin, f"{prefix}-a", 3)
         produce(bootstrap, f"{prefix}-a", range(50, 100), partition=1)
         produce(bootstrap, f"{prefix}-a", range(100, 150), partition=2)
         _wait_for(sink, set(range(150)))

@@ -4,14 +4,20 @@ maxTriggerDelay holds batches back, and Trigger.AvailableNow stops at the end it
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 from integration_tests.source.conftest import (
     QUERY_TIMEOUT_S,
     Batches,
+    every_trigger_reported,
+    offset_total,
     options_for,
     produce,
     run_to_end,
@@ -73,26 +79,81 @@ def test_available_now_stops_at_the_end_seen_at_start(
 def test_min_offsets_per_trigger_waits_for_data_or_the_delay(
     source_spark: SparkSession, kafka: KafkaCluster, topic_factory, checkpoint: Path
 ) -> None:
+    """Held by the count of triggers that ran no batch, never by a sleep: first with a delay no
+    test outlasts, so that only minOffsetsPerTrigger can admit a batch; then, restarted, with
+    a short delay that admits fewer offsets, no sooner than the delay after the last admitted
+    trigger (as the trigger times Spark reports show)."""
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=2)
-    options = options_for(bootstrap, topic, minOffsetsPerTrigger="100", maxTriggerDelay="8s")
     sink = Batches()
-    query = start_stream(source_spark, options, checkpoint, sink, available_now=False)
+    options = options_for(bootstrap, topic, minOffsetsPerTrigger="100", maxTriggerDelay="1h")
+    query = _start_reporting_every_trigger(source_spark, options, checkpoint, sink)
     try:
-        _wait(lambda: query.recentProgress, "the first trigger")
+        _wait(query, lambda: query.recentProgress, "the first trigger (admitted, as always)")
         produce(bootstrap, topic, range(30))
-        time.sleep(2)
-        assert sink.counts() == {}, "30 < minOffsetsPerTrigger offsets made a batch at once"
-        _wait(lambda: len(sink.counts()) == 30, "the batch after maxTriggerDelay")
-        produce(bootstrap, topic, range(30, 130))
-        _wait(lambda: len(sink.counts()) == 130, "the batch of 100 new offsets")
+        _wait(query, lambda: _held(query).count(30) >= 3, "3 triggers that held back 30 offsets")
+        assert sink.counts() == {}, "30 < minOffsetsPerTrigger offsets made a batch"
+        produce(bootstrap, topic, range(30, 100))
+        _wait(query, lambda: len(sink.counts()) == 100, "the batch of 100 offsets")
+    finally:
+        query.stop()
+    assert [keys for keys in sink.by_id.values() if keys] == [list(range(100))]
+
+    delay_s = 3.0
+    options = {**options, "maxTriggerDelay": f"{delay_s:.0f}s"}
+    query = _start_reporting_every_trigger(source_spark, options, checkpoint, sink)
+    try:
+        _wait(query, lambda: query.recentProgress, "the first trigger after the restart")
+        produce(bootstrap, topic, range(100, 130))
+        _wait(query, lambda: len(sink.counts()) == 130, "the batch after maxTriggerDelay")
     finally:
         query.stop()
     sink.assert_exactly_once(range(130))
-    assert sorted(len(keys) for keys in sink.by_id.values() if keys) == [30, 100]
+    assert [len(keys) for keys in sink.by_id.values() if keys] == [100, 30]
+    # The delay's timer started at the restart's first trigger, at the earliest.
+    first, *_ = query.recentProgress
+    [admitted] = [p for p in query.recentProgress if p["numInputRows"] == 30]
+    assert _planned_by(admitted) - _started(first) >= delay_s - _CLOCK_SLACK_S
 
 
-def _wait(condition: object, what: str) -> None:
+# Spark's progress times are whole milliseconds, each duration measured on its own.
+_CLOCK_SLACK_S = 0.02
+# The phases of a trigger that come after the source's latestOffset.
+_AFTER_LATEST_OFFSET = ("walCommit", "getBatch", "queryPlanning", "addBatch", "commitOffsets")
+
+
+def _start_reporting_every_trigger(
+    spark: SparkSession, options: dict[str, str], checkpoint: Path, sink: Batches
+) -> StreamingQuery:
+    with every_trigger_reported(spark):
+        return start_stream(spark, options, checkpoint, sink, available_now=False)
+
+
+def _held(query: StreamingQuery) -> list[int]:
+    """Per trigger that ran no batch, the offsets it saw available (latest less the end)."""
+    return [
+        offset_total(source["latestOffset"]) - offset_total(source["endOffset"])
+        for progress in query.recentProgress
+        if "addBatch" not in progress["durationMs"]
+        for source in progress["sources"]
+    ]
+
+
+def _started(progress: StreamingQueryProgress) -> float:
+    return datetime.fromisoformat(progress["timestamp"]).timestamp()
+
+
+def _planned_by(progress: StreamingQueryProgress) -> float:
+    """The latest time at which the trigger's latestOffset can have returned: its start plus
+    its duration, less the phases that follow latestOffset."""
+    durations = progress["durationMs"]
+    after = sum(durations.get(phase, 0) for phase in _AFTER_LATEST_OFFSET)
+    return _started(progress) + (durations["triggerExecution"] - after) / 1000
+
+
+def _wait(query: StreamingQuery, condition: Callable[[], object], what: str) -> None:
     deadline = time.monotonic() + QUERY_TIMEOUT_S
     while not condition():
+        error = query.exception()
+        assert error is None, f"query failed: {error}"
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.2)

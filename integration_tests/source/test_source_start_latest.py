@@ -59,6 +59,14 @@ class _Producing:
         except BaseException as exc:  # re-raised by stop() in the test's thread
             self._error = exc
 
+    def wait_for(self, count: int) -> None:
+        """Wait until at least ``count`` records were produced (acknowledged)."""
+        deadline = time.monotonic() + QUERY_TIMEOUT_S
+        while self.count < count:
+            assert self._error is None, f"producing failed: {self._error}"
+            assert time.monotonic() < deadline, f"only {self.count} of {count} records produced"
+            time.sleep(0.05)
+
     def stop(self) -> int:
         """Stop producing; the number of records produced."""
         self._stop.set()
@@ -102,6 +110,7 @@ def test_records_produced_while_the_query_starts_are_not_skipped(
 ) -> None:
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
     producing = _Producing(bootstrap, topic)
+    producing.wait_for(_BURST)  # "latest" is then past 0, whenever Spark asks
     sink = Batches()
     query = start_stream(
         source_spark, _options(bootstrap, topic), checkpoint, sink, available_now=False
@@ -127,12 +136,15 @@ def test_crash_in_an_early_batch_restarts_from_the_pinned_start(
     options = _options(bootstrap, topic)
     producing = _Producing(bootstrap, topic)
     try:
+        producing.wait_for(_BURST)  # "latest" is then past 0, whenever Spark asks
         sink = Batches(fail_at=crash_in)
         error = run_to_failure(
             start_stream(source_spark, options, checkpoint, sink, available_now=False)
         )
         assert f"injected crash in the middle of batch {crash_in}" in error
-        time.sleep(1)  # records arrive while the query is down
+        # Records arrive while the query is down: two more bursts, so that at least one was
+        # begun after the query stopped, however slow the machine.
+        producing.wait_for(producing.count + 2 * _BURST)
         query = start_stream(source_spark, options, checkpoint, sink, available_now=False)
         try:
             _wait_for_batches(sink, crash_in + 3)

@@ -4,21 +4,22 @@ topic deleted between two triggers, on the driver. Both only once the deletion i
 (``confirmed_absent``): one answer saying "unknown" is not a deletion.
 
 Faults injected: ``AdminClient.delete_topics`` while an executor's range reader waits at the
-end of the records (its range ends beyond them), or between two ``latestOffset`` calls of the
-stream reader; and, for contrast, one lying "unknown" answer on a topic that stays. On real
+end of the records (its range ends beyond them; the deletion is made by its consumer, at the
+first ``consume`` after the last record), or between two ``latestOffset`` calls of the stream
+reader; and, for contrast, one lying "unknown" answer on a topic that stays. On real
 Kafka; no Spark needed (``test_source_transient_unknown.py`` runs the lies through Spark).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Message
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable
@@ -37,10 +38,41 @@ from kafka_eos.cluster import KafkaCluster
 
 pytestmark = [pytest.mark.kafka]
 
-_POLL_TIMEOUT_MS = 60_000
+# A read that found the deletion only when its stall deadline expired would take this long.
+_POLL_TIMEOUT_MS = 120_000
 
 
-def _read_while_deleted(bootstrap: str, topic: str, fail_on_data_loss: str) -> list[int]:
+class _DeletedAfterTheLastRecord:
+    """A real consumer whose topic is deleted, and the deletion awaited, at the first
+    ``consume`` after the one that returned offset ``last``: the reader has read every record
+    and waits at the end of the records for offsets that will never come."""
+
+    def __init__(self, consumer: Consumer, bootstrap: str, topic: str, last: int) -> None:
+        self._consumer, self._bootstrap, self._topic, self._last = consumer, bootstrap, topic, last
+        self._read_last = False
+        self.deleted_at_position: int | None = None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._consumer, name)
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        if self._read_last and self.deleted_at_position is None:
+            admin = AdminClient({"bootstrap.servers": self._bootstrap})
+            for future in admin.delete_topics([self._topic]).values():
+                future.result(timeout=30)
+            [where] = self._consumer.position(self._consumer.assignment())
+            self.deleted_at_position = where.offset
+        messages = self._consumer.consume(num_messages, timeout=timeout)
+        if any(m.error() is None and m.offset() == self._last for m in messages):
+            self._read_last = True
+        return messages
+
+
+def _read_while_deleted(
+    bootstrap: str, topic: str, fail_on_data_loss: str, monkeypatch: pytest.MonkeyPatch
+) -> list[int]:
+    """Read [0, 200) of a partition holding offsets 0-99; the topic is deleted once the
+    reader has read offset 99 (``_DeletedAfterTheLastRecord``)."""
     opts = {
         "kafka.bootstrap.servers": bootstrap,
         "subscribe": topic,
@@ -49,30 +81,39 @@ def _read_while_deleted(bootstrap: str, topic: str, fail_on_data_loss: str) -> l
     }
     options = parse_options(opts, streaming=False)
     schema = to_arrow_schema(source_schema(opts), timezone="UTC")
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    deleter = threading.Timer(2.0, lambda: admin.delete_topics([topic]))
-    deleter.start()
+    real = range_reader.open_consumer
+    reader: list[_DeletedAfterTheLastRecord] = []
+
+    def open_reading_consumer(*args: Any, **kwargs: Any) -> object:
+        if reader:  # the deletion check's own clients
+            return real(*args, **kwargs)
+        reader.append(_DeletedAfterTheLastRecord(real(*args, **kwargs), bootstrap, topic, 99))
+        return reader[0]
+
+    monkeypatch.setattr(range_reader, "open_consumer", open_reading_consumer)
     started = time.monotonic()
     try:
         batches = read_range(OffsetRange(topic, 0, 0, 200), options, f"g-{uuid.uuid4()}", schema)
         return [o for batch in batches for o in batch.column("offset").to_pylist()]
     finally:
-        deleter.join()
         elapsed = time.monotonic() - started
-        assert elapsed < _POLL_TIMEOUT_MS / 2000, f"reported after {elapsed:.0f} s"
+        # The fault struck where it should: after the reader's position passed every record.
+        assert reader and reader[0].deleted_at_position == 100, "the topic was not deleted at 100"
+        assert elapsed < _POLL_TIMEOUT_MS / 1000, f"reported after {elapsed:.0f} s: at the stall"
 
 
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
 def test_a_topic_deleted_during_a_read_is_data_loss(
-    kafka: KafkaCluster, topic_factory, fail_on_data_loss: str
+    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch, fail_on_data_loss: str
 ) -> None:
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
     produce(bootstrap, topic, range(100), partition=0)
     if fail_on_data_loss == "true":
         with pytest.raises(DataLossError, match=rf"{topic}-0 is gone .*\[100, 200\)"):
-            _read_while_deleted(bootstrap, topic, fail_on_data_loss)
+            _read_while_deleted(bootstrap, topic, fail_on_data_loss, monkeypatch)
     else:
-        assert _read_while_deleted(bootstrap, topic, fail_on_data_loss) == list(range(100))
+        offsets = _read_while_deleted(bootstrap, topic, fail_on_data_loss, monkeypatch)
+        assert offsets == list(range(100))
 
 
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])

@@ -21,7 +21,13 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from integration_tests.source.conftest import QUERY_TIMEOUT_S, Batches, produce
+from integration_tests.source.conftest import (
+    QUERY_TIMEOUT_S,
+    Batches,
+    every_trigger_reported,
+    offset_total,
+    produce,
+)
 from integration_tests.source.lying_metadata import LyingKafkaSource, told
 from kafka_eos.cluster import KafkaCluster
 
@@ -45,6 +51,29 @@ def _wait_until_claimed(query: StreamingQuery, switch: Path) -> None:
         error = query.exception()
         assert error is None, f"query failed: {error}"
         assert time.monotonic() < deadline, f"the lie armed by {switch.name} was never told"
+        time.sleep(0.2)
+
+
+def _wait_until_settled(query: StreamingQuery, log_end: int) -> None:
+    """Wait until the last two triggers ran no batch, the query's end and the latest offsets
+    the source saw both at ``log_end`` (the offsets of all partitions): every record planned,
+    and nothing left that a later trigger could read, again or for the first time."""
+
+    def settled() -> bool:
+        last = query.recentProgress[-2:]
+        return len(last) == 2 and all(
+            "addBatch" not in progress["durationMs"]
+            and offset_total(source["endOffset"]) == log_end
+            and offset_total(source["latestOffset"]) == log_end
+            for progress in last
+            for source in progress["sources"]
+        )
+
+    deadline = time.monotonic() + QUERY_TIMEOUT_S
+    while not settled():
+        error = query.exception()
+        assert error is None, f"query failed: {error}"
+        assert time.monotonic() < deadline, f"never settled at {log_end}: {query.lastProgress}"
         time.sleep(0.2)
 
 
@@ -89,15 +118,16 @@ def test_one_unknown_answer_neither_loses_nor_duplicates(
         "lie.task": str(task_lie),
     }
     sink = Batches()
-    query = (
-        source_spark.readStream.format("kafka-eos-lying")
-        .options(**options)
-        .load()
-        .writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="500 milliseconds")
-        .start()
-    )
+    with every_trigger_reported(source_spark):
+        query = (
+            source_spark.readStream.format("kafka-eos-lying")
+            .options(**options)
+            .load()
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="500 milliseconds")
+            .start()
+        )
     try:
         produce(bootstrap, topic, range(0, 300, 2), partition=0)
         produce(bootstrap, topic, range(1, 300, 2), partition=1)
@@ -117,7 +147,9 @@ def test_one_unknown_answer_neither_loses_nor_duplicates(
         produce(bootstrap, topic, range(601, 1000, 2), partition=1)
         _wait_until_claimed(query, task_lie)
         _wait_for(query, sink, set(range(1000)))
-        time.sleep(2)  # a record read twice would arrive in a later batch
+        # A record read twice would arrive in a later batch: wait until the query has
+        # planned every offset and triggers find nothing more to read.
+        _wait_until_settled(query, 1000)
     finally:
         query.stop()
 
