@@ -10,7 +10,15 @@ How a range ``[start, end)`` is read:
 3. Stop when the consumer's **position** reaches ``end``, not when a record with offset
    ``end - 1`` arrives: under ``read_committed`` the last offsets of a range may be aborted
    records or transaction markers, which are never delivered. Waiting for them would hang the
-   task until the poll timeout.
+   task until the poll timeout. librdkafka moves the position past a marker, but not past
+   aborted records it drops: a range whose tail is aborted records, with their abort marker
+   beyond the last stable offset (LSO) because another transaction is still open, would wait
+   for that transaction to end. So the consumer has ``enable.partition.eof``: librdkafka
+   queues an end-of-partition event when a fetch finds its **fetch position** at the end it
+   may read (the LSO under ``read_committed``, the high watermark otherwise). The event
+   carries that fetch position and comes behind every record fetched from below it; what
+   below it was not delivered was aborted records or markers. An event at or past ``end``
+   therefore ends the range at once, with every committed record of the range read.
 4. Fail if the position makes no progress for ``kafkaConsumer.pollTimeoutMs``; every few
    seconds without progress, check whether the topic was deleted (data loss).
 
@@ -45,13 +53,16 @@ _CONSUME_MAX = 10_000
 _BATCH_ROWS = 10_000
 _POLL_S = 0.1
 _GONE_CHECK_S = 5.0
+# Step 3: end-of-partition events tell where librdkafka's fetch position is (the source
+# rejects the key as a user option: it owns it).
+READER_SETTINGS: dict[str, object] = {"enable.partition.eof": True}
 
 
 def read_range(
     offset_range: OffsetRange, options: SourceOptions, group_id: str, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
     """Every record of ``offset_range`` the isolation level lets through, in offset order."""
-    consumer = open_consumer(options, group_id)
+    consumer = open_consumer(options, group_id, **READER_SETTINGS)
     try:
         read = _RangeRead(
             consumer,
@@ -108,6 +119,11 @@ class _RangeRead:
                     # Kept current record by record: a loss reported later in this batch must
                     # not claim records already read.
                     position = message.offset() + 1
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    # Step 3: librdkafka had fetched every offset below this one and queued
+                    # each committed record among them before this event; the rest were
+                    # aborted records or markers, which it drops without moving the position.
+                    position = max(position, message.offset())
                 elif error.code() == KafkaError._AUTO_OFFSET_RESET:
                     position = self._skip_lost(position)
                     break

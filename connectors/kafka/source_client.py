@@ -44,7 +44,7 @@ _REJECTED = {
     "interceptor.classes": "interceptors are JVM classes and this source reads through "
     "librdkafka (confluent-kafka); remove the option",
     "enable.auto.offset.store": "the source sets it (false); remove the option",
-    "enable.partition.eof": "the source sets it (false); remove the option",
+    "enable.partition.eof": "the source sets it; remove the option",
 }
 
 # Java-client keys that librdkafka does not know, with the librdkafka way to say the same.
@@ -128,12 +128,13 @@ def consumer_config(options: SourceOptions, group_id: str) -> dict[str, object]:
     }
 
 
-def open_consumer(options: SourceOptions, group_id: str, **callbacks: object) -> Consumer:
+def open_consumer(options: SourceOptions, group_id: str, **settings: object) -> Consumer:
     """A confluent-kafka consumer whose logs go to Python logging, not straight to stderr.
 
-    ``callbacks`` are librdkafka callbacks such as ``on_commit``.
+    ``settings`` override the defaults: librdkafka callbacks such as ``on_commit``, or the
+    range reader's ``enable.partition.eof``.
     """
-    config = {**consumer_config(options, group_id), "logger": LIBRDKAFKA_LOGGER, **callbacks}
+    config = {**consumer_config(options, group_id), "logger": LIBRDKAFKA_LOGGER, **settings}
     try:
         return Consumer(config)
     except KafkaException as exc:

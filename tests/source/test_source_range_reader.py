@@ -201,3 +201,63 @@ def test_a_deletion_is_confirmed_by_several_answers() -> None:
     )
     assert read(consumer, 0, 10, failOnDataLoss="false") == [0, 1, 2, 3]
     assert consumer.metadata_asked >= 2 * source_client._GONE_ANSWERS
+
+
+def end_of_partition(offset: int) -> FakeMessage:
+    """librdkafka's end-of-partition event: its fetch position reached the end it may read
+    (the last stable offset under read_committed); the consumer's position does not move."""
+    return FakeMessage(offset, KafkaError(KafkaError._PARTITION_EOF))
+
+
+def test_a_range_whose_tail_was_dropped_as_aborted_ends_at_the_end_of_partition() -> None:
+    """Offsets 3-8 are aborted records whose marker lies past the last stable offset 9:
+    librdkafka drops them and the position stays at 3. Without the event the range would wait
+    for the marker and fail after kafkaConsumer.pollTimeoutMs (issue 13, finding 1)."""
+    consumer = FakeConsumer([records(0, 3), [], [end_of_partition(9)]])
+    assert read(consumer, 0, 9) == [0, 1, 2]
+    assert consumer.answers == []
+
+
+def test_an_end_of_partition_after_records_of_the_same_batch_keeps_them() -> None:
+    assert read(FakeConsumer([[*records(0, 3), end_of_partition(9)]]), 0, 9) == [0, 1, 2]
+
+
+def test_an_end_of_partition_past_the_range_end_ends_it() -> None:
+    """The last stable offset moved on after planning; the range still ends at its end."""
+    assert read(FakeConsumer([[*records(0, 3), end_of_partition(20)]]), 0, 9) == [0, 1, 2]
+
+
+def test_an_end_of_partition_below_the_range_end_does_not_end_it() -> None:
+    """Everything below the event was fetched, nothing beyond it: the range reads on."""
+    answers = [[*records(0, 3), end_of_partition(5)], records(6, 10)]
+    assert read(FakeConsumer(answers), 0, 10) == [0, 1, 2, 6, 7, 8, 9]
+
+
+def test_a_stall_without_an_end_of_partition_still_fails_after_the_poll_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing arriving for a while proves nothing: only the event ends a stalled range."""
+    monkeypatch.setattr(range_reader, "_GONE_CHECK_S", 0.0)
+    with pytest.raises(KafkaSourceError, match="made no progress at offset 5"):
+        read(FakeConsumer([[*records(0, 3), end_of_partition(5)]]), 0, 9)
+
+
+def test_tasks_ask_librdkafka_for_end_of_partition_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[dict[str, object]] = []
+
+    class Closable(FakeConsumer):
+        def close(self) -> None:
+            pass
+
+    def open_consumer(options: object, group_id: str, **settings: object) -> FakeConsumer:
+        opened.append(settings)
+        return Closable([[*records(0, 3), end_of_partition(9)]])
+
+    monkeypatch.setattr(range_reader, "open_consumer", open_consumer)
+    opts = {**BASE, "kafkaConsumer.pollTimeoutMs": "300"}
+    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
+    batches = range_reader.read_range(
+        OffsetRange("t", 0, 0, 9), parse_options(opts, streaming=True), "g", schema
+    )
+    assert [o for batch in batches for o in batch.column("offset").to_pylist()] == [0, 1, 2]
+    assert opened[0] == {"enable.partition.eof": True}
