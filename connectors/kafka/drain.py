@@ -3,7 +3,10 @@
 Used by ``kafka-eos verify`` and by the tests that count duplicates and losses. The end is
 taken per partition when the drain starts, with the reader's isolation level: for
 ``read_committed`` that is the last stable offset, so an open transaction ends the drain
-instead of stalling it.
+instead of stalling it. A partition is done when the consumer's position reaches its end, or
+when librdkafka's end-of-partition event does: the event carries its fetch position and comes
+behind every record fetched below it, so it also ends a partition whose tail is aborted
+records (dropped without moving the position) with their marker past the end.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ def drain(
             "group.id": f"kafka-eos-drain-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "isolation.level": isolation_level,
+            "enable.partition.eof": True,
             **(config or {}),
         }
     )
@@ -73,9 +77,13 @@ def drain(
                 )
             for message in consumer.consume(num_messages=10_000, timeout=_POLL_S):
                 error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    if message.offset() >= ends[message.partition()]:
+                        pending.discard(message.partition())
+                    continue
                 if error is not None:
                     # A broker briefly away is not the end; the deadline bounds the wait.
-                    if error.code() == KafkaError._PARTITION_EOF or is_transient(error):
+                    if is_transient(error):
                         continue
                     raise KafkaException(error)
                 partition, offset = message.partition(), message.offset()

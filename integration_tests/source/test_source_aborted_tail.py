@@ -27,6 +27,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from pyspark.sql import SparkSession
 
+from connectors.kafka.drain import drain
 from connectors.kafka.offset_reader import KafkaOffsetReader
 from connectors.kafka.source_options import parse_options
 from integration_tests.conftest import create_topic
@@ -162,3 +163,19 @@ def test_micro_batch_ends_without_waiting_for_the_open_transaction(
     print(f"micro-batch of [0, {LSO}) took {elapsed:.1f} s")
     assert query.lastProgress["sources"][0]["endOffset"] == f'{{"{topic}": {{"0": {LSO}}}}}'
     sink.assert_exactly_once(COMMITTED)
+
+
+def test_a_drain_ends_without_waiting_for_the_open_transaction(
+    aborted_tail: tuple[str, str, Producer],
+) -> None:
+    """What ``kafka-eos verify`` and the tests' counts read with: the same tail, no Spark."""
+    bootstrap, topic, b = aborted_tail
+    drained: list[list[int]] = []
+    elapsed = _promptly(
+        lambda: drained.append(
+            [int(r.value or b"-1") for r in drain(bootstrap, topic, timeout_s=600)]
+        ),
+        b.abort_transaction,
+    )
+    print(f"drain of [0, {LSO}) took {elapsed:.1f} s")
+    assert drained == [COMMITTED]
