@@ -22,7 +22,7 @@ only maps them onto Spark's reader interfaces. Where each method runs:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -68,7 +68,7 @@ from connectors.kafka.offsets import (
 from connectors.kafka.range_reader import read_range
 from connectors.kafka.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
 from connectors.kafka.source_errors import SourceOptionError, report_data_loss
-from connectors.kafka.source_options import SourceOptions, parse_options
+from connectors.kafka.source_options import OffsetBound, SourceOptions, parse_options
 
 # Spark's built-in Kafka source schema, field for field.
 _FIELDS = [
@@ -174,6 +174,15 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
        0 reads nothing and only writes the pinned start to Spark's offset log.
     3. ``partitions`` of a start holding -1 plans nothing, so a replay of batch 0 reads the same
        (empty) range however "latest" moved; batch 1 starts at the pinned offsets.
+
+    A concrete start (earliest, timestamps, offsets) is resolved again by a restarted driver
+    that replays batch 0, and may then name partitions added since batch 0 was planned. Batch
+    0 is replayed over exactly the partitions of its logged end; the new ones are found by
+    batch 1 and read from offset 0, as any partition found after the start
+    (:meth:`partitions`). For the same reason a JSON start that leaves out existing partitions
+    fails when this process plans batch 0 (``latestOffset``), not in ``initialOffset``: at a
+    replay, the left-out partitions are the new ones, and the batch 0 being replayed passed
+    the check when it was planned.
     """
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
@@ -182,14 +191,25 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         low, delay = self._options.min_offsets_per_trigger, self._options.max_trigger_delay_s
         self._delay = TriggerDelay(low, delay) if low is not None else None
         self._initial: PartitionOffsets | None = None  # Step 1: stable within this process
+        # A JSON start that leaves out partitions: raised if this process plans batch 0.
+        self._unnamed: SourceOptionError | None = None
+        # The end latestOffset last gave for the initial start: a batch 0 that this process
+        # planned, and so not a replay of one logged by an earlier driver.
+        self._end_from_initial: PartitionOffsets | None = None
         self._target: PartitionOffsets | None = None  # the end of Trigger.AvailableNow
         self._latest: PartitionOffsets | None = None
 
     def initialOffset(self) -> dict:
         # Step 1
         if self._initial is None:
+            starting = self._options.starting
             keys = _partitions_to_start(self._kafka, self._options)
-            self._initial = self._kafka.resolve(self._options.starting, keys, keep_latest=True)
+            named = set(starting.offsets) if starting.kind in ("offsets", "timestamps") else None
+            if named is not None and named < set(keys):
+                # Maybe a replay of batch 0, after partitions were added: see the class doc.
+                self._unnamed = _unnamed_partitions(starting, keys)
+                keys = sorted(named)
+            self._initial = self._kafka.resolve(starting, keys, keep_latest=True)
         return to_json_dict(self._initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -214,6 +234,14 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         begin = from_json_dict(
             start, what="the start offset Spark passed to latestOffset", symbolic=True
         )
+        if begin != self._initial:
+            return to_json_dict(self._end(begin, limit))
+        if self._unnamed is not None:
+            raise self._unnamed  # this process plans batch 0: the JSON start is the user's
+        self._end_from_initial = self._end(begin, limit)
+        return to_json_dict(self._end_from_initial)
+
+    def _end(self, begin: PartitionOffsets, limit: ReadLimit) -> PartitionOffsets:
         # A partition of the start that this answer left out stays, at its start offset,
         # unless its deletion is confirmed: one answer saying "unknown" must not drop it.
         found, held = self._kafka.latest_since(begin)
@@ -222,17 +250,17 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         if LATEST in begin.values():
             # Step 2: pinning cannot wait for minOffsetsPerTrigger. Under AvailableNow "latest"
             # is the end fixed when the run began, so later records go to the next run.
-            return to_json_dict(pin_latest(begin, {**latest, **(self._target or {})}))
+            return pin_latest(begin, {**latest, **(self._target or {})})
         if self._target is not None:
             latest = available_now_end(begin, self._target, latest)
         if isinstance(limit, ReadAllAvailable):
-            return to_json_dict(latest)
+            return latest
         delay = self._delay if self._target is None else None
         if delay is not None and not delay.admit(sum(backlog(begin, latest).values())):
-            return to_json_dict(begin)
+            return dict(begin)
         if isinstance(limit, ReadMaxRows):
-            return to_json_dict(rate_limit(begin, latest, limit.max_rows))
-        return to_json_dict(latest)
+            return rate_limit(begin, latest, limit.max_rows)
+        return latest
 
     def reportLatestOffset(self) -> dict | None:
         """The newest offsets seen, for ``StreamingQueryProgress`` (lag = latest - end)."""
@@ -240,11 +268,17 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
 
     def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
         begin = from_json_dict(start, what="the batch start in Spark's offset log", symbolic=True)
+        # A batch is planned: batch 0 was checked by the driver that logged its end.
+        self._unnamed = None
         if LATEST in begin.values():
             return []  # Step 3: batch 0, which only pins the start
-        ranges, lost = plan_ranges(
-            begin, from_json_dict(end, what="the batch end in Spark's offset log")
-        )
+        stop = from_json_dict(end, what="the batch end in Spark's offset log")
+        if begin == self._initial and stop != self._end_from_initial:
+            # Batch 0 logged by an earlier driver: Spark passes the start this process
+            # resolved again, which may name partitions added since. Replayed over the
+            # partitions of its logged end only; batch 1 finds the new ones (from offset 0).
+            begin = {key: offset for key, offset in begin.items() if key in stop}
+        ranges, lost = plan_ranges(begin, stop)
         for detail in lost:
             report_data_loss(detail, fail=self._options.fail_on_data_loss)
         return self._tasks(ranges)
@@ -256,6 +290,22 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
 
     def stop(self) -> None:
         self._kafka.close()
+
+
+def _unnamed_partitions(starting: OffsetBound, keys: list[PartitionKey]) -> SourceOptionError:
+    """The error for a JSON start that leaves out some of the partitions being read: they
+    would otherwise start somewhere the user did not choose (as in Spark)."""
+
+    def render(found: Iterable[PartitionKey]) -> str:
+        return ", ".join(describe(key) for key in sorted(found)) or "none"
+
+    named = ", ".join(f"{describe(k)}={v}" for k, v in sorted(starting.offsets.items()))
+    return SourceOptionError(
+        starting.option,
+        named,
+        f"it must name exactly the partitions being read ({render(keys)}); missing: "
+        f"{render(set(keys) - set(starting.offsets))}; not being read: none",
+    )
 
 
 def _partitions_to_start(kafka: KafkaOffsetReader, options: SourceOptions) -> list[PartitionKey]:

@@ -12,7 +12,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 from connectors.kafka import source_client
 from connectors.kafka.offsets import PartitionKey, PartitionOffsets
 from connectors.kafka.ranges import OffsetRange
-from connectors.kafka.source_errors import DataLossError
+from connectors.kafka.source_errors import DataLossError, SourceOptionError
 from connectors.kafka.source_options import OffsetBound
 from connectors.spark.source import KafkaStreamReader, source_schema
 
@@ -286,3 +286,85 @@ class TestPartitionUnknownForOneAnswer:
         cluster.lie_about = "o-2"
         end = stream.latestOffset({"o-1": {"0": 0}, "o-2": {"0": 5}}, ReadAllAvailable())
         assert end == {"o-1": {"0": 10}, "o-2": {"0": 30}}
+
+
+LOGGED_END = {"t": {"0": 10, "1": 10}}  # offsets/0, written when t had two partitions
+
+
+class TestBatch0ReplayedAfterPartitionsWereAdded:
+    """A restarted driver replays batch 0 with the start it resolves again (Spark keeps no
+    initial offset for a Python source) and the end logged before the crash. Partitions added
+    in between are in the one and not in the other: batch 0 reads only those of its logged
+    end, each from its start, and batch 1 reads the new ones from offset 0."""
+
+    def stream(self, cluster: FakeCluster, **options: str) -> KafkaStreamReader:
+        merged = {**OPTIONS, **options}
+        stream = KafkaStreamReader(merged, source_schema(merged))
+        stream._kafka._consumer = cluster  # type: ignore[assignment]
+        return stream
+
+    @pytest.mark.parametrize(
+        ("options", "first"),
+        [
+            ({}, 0),
+            ({"startingOffsets": '{"t": {"0": 5, "1": 5}}'}, 5),
+            ({"startingOffsetsByTimestamp": '{"t": {"0": 1, "1": 1}}'}, 10),
+            ({"startingTimestamp": "1"}, 10),
+        ],
+        ids=["earliest", "offsets", "timestamps", "timestamp"],
+    )
+    def test_the_replay_reads_its_logged_partitions_and_batch_1_the_new_one(
+        self, options: dict[str, str], first: int
+    ) -> None:
+        """(The fake cluster finds every timestamp at the latest offset.)"""
+        cluster = FakeCluster({("t", 0): 10, ("t", 1): 10, ("t", 2): 4})
+        stream = self.stream(cluster, **options)
+        initial = stream.initialOffset()
+        replayed = stream.partitions(initial, LOGGED_END)
+        assert [task.value for task in replayed] == [
+            OffsetRange("t", p, first, 10) for p in (0, 1) if first < 10
+        ]
+        end = stream.latestOffset(LOGGED_END, ReadAllAvailable())
+        assert end == {"t": {"0": 10, "1": 10, "2": 4}}
+        tasks = stream.partitions(LOGGED_END, end)
+        assert [task.value for task in tasks] == [OffsetRange("t", 2, 0, 4)]
+
+    def test_a_logged_end_equal_to_the_start_does_not_fail_the_next_batch(self) -> None:
+        """Batch 0 read nothing: batch 1 starts at offsets equal to the initial ones."""
+        cluster = FakeCluster({("t", 0): 10, ("t", 1): 10, ("t", 2): 4})
+        stream = self.stream(cluster, startingOffsets='{"t": {"0": 10, "1": 10}}')
+        initial = stream.initialOffset()
+        assert initial == LOGGED_END
+        assert stream.partitions(initial, LOGGED_END) == []
+        end = stream.latestOffset(LOGGED_END, ReadAllAvailable())
+        assert end == {"t": {"0": 10, "1": 10, "2": 4}}
+
+    def test_a_json_start_leaving_out_a_partition_still_fails_a_new_query(self) -> None:
+        cluster = FakeCluster({("t", 0): 10, ("t", 1): 10, ("t", 2): 4})
+        stream = self.stream(cluster, startingOffsets='{"t": {"0": 5, "1": -2}}')
+        initial = stream.initialOffset()
+        with pytest.raises(SourceOptionError) as caught:
+            stream.latestOffset(initial, ReadAllAvailable())
+        assert "startingOffsets='t-0=5, t-1=-2'" in str(caught.value)
+        assert "must name exactly the partitions being read (t-0, t-1, t-2); missing: t-2;" in str(
+            caught.value
+        )
+
+    def test_batch_0_planned_here_still_reports_a_partition_deleted_before_it(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Not a replay: this process planned the end, so a partition of the start that is
+        not in it was confirmed deleted."""
+        monkeypatch.setattr(source_client, "_GONE_CONFIRM_S", 0.0)
+        monkeypatch.setattr(source_client, "_GONE_POLL_S", 0.0)
+        cluster = FakeCluster({("o-1", 0): 10, ("o-2", 0): 10})
+        merged = {**OPTIONS, "subscribePattern": "o-.*"}
+        del merged["subscribe"]
+        stream = KafkaStreamReader(merged, source_schema(merged))
+        stream._kafka._consumer = cluster  # type: ignore[assignment]
+        initial = stream.initialOffset()
+        cluster.latest = {("o-1", 0): 10}  # o-2 deleted: every answer says so
+        end = stream.latestOffset(initial, ReadAllAvailable())
+        assert end == {"o-1": {"0": 10}}
+        with pytest.raises(DataLossError, match="o-2-0 is gone"):
+            stream.partitions(initial, end)
