@@ -20,22 +20,27 @@ How a range ``[start, end)`` is read:
    below it was not delivered was aborted records or markers. An event at or past ``end``
    therefore ends the range at once, with every committed record of the range read.
 4. Fail if the position makes no progress for ``kafkaConsumer.pollTimeoutMs``; every few
-   seconds without progress, check whether the topic was deleted (data loss).
+   seconds without progress, check whether the topic was deleted, or whether the partition's
+   log now ends at or below the position (data loss: the offsets left will never exist).
 
-Offsets that are gone ("offset out of range", or the topic deleted while the range is read)
-are data loss, reported as ``failOnDataLoss`` says; offsets that still exist are retried. An
-"unknown topic or partition" error, or a stall, is a deletion only once
+Offsets that are gone ("offset out of range", the topic deleted while the range is read, or a
+log that ends inside the range: the topic recreated with fewer records, or truncated by an
+unclean election) are data loss, reported as ``failOnDataLoss`` says; offsets that still exist
+are retried. An "unknown topic or partition" error, or a stall, is a deletion only once
 :func:`~connectors.kafka.source_client.confirmed_absent` confirms it; until then the range is
-read on, and the records after such an error in the same batch still count.
+read on, and the records after such an error in the same batch still count. A stall is a log
+end below the position only once several answers over seconds confirm it (``_skip_ended``).
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from checkpoint.deadline import Deadline
 from connectors.kafka.offsets import describe
@@ -53,9 +58,17 @@ _CONSUME_MAX = 10_000
 _BATCH_ROWS = 10_000
 _POLL_S = 0.1
 _GONE_CHECK_S = 5.0
+# What confirms, at a stall, that the partition's log ends at or below the position
+# (_skip_ended): its high watermark there in every answer for at least _ENDED_CONFIRM_S, and
+# in at least _ENDED_ANSWERS answers.
+_ENDED_CONFIRM_S = 2.0
+_ENDED_POLL_S = 0.5
+_ENDED_ANSWERS = 3
 # Step 3: end-of-partition events tell where librdkafka's fetch position is (the source
 # rejects the key as a user option: it owns it).
 READER_SETTINGS: dict[str, object] = {"enable.partition.eof": True}
+
+_log = logging.getLogger(__name__)
 
 
 def read_range(
@@ -63,6 +76,12 @@ def read_range(
 ) -> Iterator[pa.RecordBatch]:
     """Every record of ``offset_range`` the isolation level lets through, in offset order."""
     consumer = open_consumer(options, group_id, **READER_SETTINGS)
+
+    def uncommitted() -> Consumer:
+        # The log end a loss is measured against is the high watermark, which a consumer
+        # asks for only under read_uncommitted (read_committed gives the last stable offset).
+        return open_consumer(options, group_id, **{"isolation.level": "read_uncommitted"})
+
     try:
         read = _RangeRead(
             consumer,
@@ -70,6 +89,7 @@ def read_range(
             options,
             schema,
             connect=lambda: open_consumer(options, group_id),
+            uncommitted=None if options.isolation_level == "read_uncommitted" else uncommitted,
         )
         yield from read.batches()
     finally:
@@ -79,7 +99,9 @@ def read_range(
 class _RangeRead:
     """The state of one range being read: its consumer, position and pending columns.
 
-    ``connect`` opens another client for the deletion check to ask (a second broker).
+    ``connect`` opens another client for the deletion check to ask (a second broker);
+    ``uncommitted`` opens the ``read_uncommitted`` client that asks for the high watermark
+    (without it, ``consumer`` asks: it must read uncommitted).
     """
 
     def __init__(
@@ -90,15 +112,25 @@ class _RangeRead:
         schema: pa.Schema,
         *,
         connect: Callable[[], Consumer] | None = None,
+        uncommitted: Callable[[], Consumer] | None = None,
     ) -> None:
         self._consumer = consumer
         self._connect = connect
+        self._uncommitted = uncommitted
+        self._marks: Consumer | None = None  # opened by _watermarks, at the first need
         self._range = offset_range
         self._options = options
         self._columns = _Columns(offset_range.topic, offset_range.partition, schema)
         self._tp = TopicPartition(offset_range.topic, offset_range.partition)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from self._read()
+        finally:
+            if self._marks is not None:
+                self._marks.close()
+
+    def _read(self) -> Iterator[pa.RecordBatch]:
         end = self._range.end
         position = self._range.start
         # Step 1
@@ -147,9 +179,13 @@ class _RangeRead:
                 continue
             if check_gone.expired() or stalled.expired():
                 # librdkafka reports no error for an assigned partition whose topic was
-                # deleted: the consumer just stalls. A range ends below the last stable
-                # offset, so a stall of seconds is worth a metadata lookup.
+                # deleted, nor for a position at a log end that went back below the range
+                # end (recreated, truncated): the consumer just stalls. A range ends below
+                # the last stable offset, so a stall of seconds is worth a metadata lookup
+                # and a look at the high watermark.
                 position = self._skip_deleted(position)
+                if position < end:
+                    position = self._skip_ended(position)
                 check_gone = Deadline(_GONE_CHECK_S)
             if position < end and stalled.expired():  # Step 4
                 raise KafkaSourceError(
@@ -169,9 +205,7 @@ class _RangeRead:
         records still exist (a leader change can answer "out of range" for a moment): retry
         there, bounded by the stall deadline.
         """
-        low, high = self._consumer.get_watermark_offsets(
-            self._tp, timeout=self._options.api_timeout_s, cached=False
-        )
+        low, high = self._watermarks()
         end, where = self._range.end, describe(self._range.key)
         if position < low:
             report_data_loss(
@@ -181,11 +215,7 @@ class _RangeRead:
             )
             resume = low
         elif position >= high:
-            report_data_loss(
-                f"offsets [{position}, {end}) of {where} are beyond its log end {high} (the "
-                "topic was recreated or its log truncated)",
-                fail=self._options.fail_on_data_loss,
-            )
+            report_data_loss(self._beyond(position, high), fail=self._options.fail_on_data_loss)
             resume = end
         else:
             resume = position
@@ -195,6 +225,65 @@ class _RangeRead:
                 [TopicPartition(self._range.topic, self._range.partition, resume)]
             )
         return resume
+
+    def _skip_ended(self, position: int) -> int:
+        """At a stall, the topic there: once its log is confirmed to end at or below
+        ``position``, ``[position, end)`` is lost (return ``end``); else return ``position``.
+
+        The range ends at or below a latest offset the driver saw, and a partition's high
+        watermark never goes back but when records below it are destroyed: a clean leader
+        change keeps them all, and a new leader that has not caught up answers
+        OFFSET_NOT_AVAILABLE instead of a lower one (KIP-207). So a high watermark at or
+        below the position means the offsets left were destroyed (the topic recreated with
+        fewer records, an unclean election) and will never arrive; waiting would fail every
+        attempt and every restart the same way, whatever ``failOnDataLoss`` says. The last
+        stable offset, which ``read_committed`` reads up to, proves nothing: at or below the
+        position it is a transaction still open, so the high watermark is asked for. It must
+        be at or below the position in every answer for ``_ENDED_CONFIRM_S`` and in
+        ``_ENDED_ANSWERS`` answers; one above it, or a request that fails (a broker briefly
+        away), confirms nothing: the range reads on, bounded by the stall deadline.
+
+        Offsets of a recreated topic that exist are not seen as lost: they are read, and
+        nothing here tells their records from the ones the range was planned on (the range
+        records no topic ID). So a topic recreated with records up to the range end or beyond
+        is read without any report.
+        """
+        window = Deadline(_ENDED_CONFIRM_S)
+        answers = 0
+        while True:
+            try:
+                _, high = self._watermarks()
+            except KafkaException as exc:
+                where = describe(self._range.key)
+                _log.info("kafka-eos source: no high watermark for %s: %s", where, exc)
+                return position
+            if high < 0 or high > position:  # < 0: no answer
+                return position
+            answers += 1
+            if answers >= _ENDED_ANSWERS and window.expired():
+                break
+            time.sleep(window.bound(_ENDED_POLL_S))
+        report_data_loss(self._beyond(position, high), fail=self._options.fail_on_data_loss)
+        return self._range.end
+
+    def _watermarks(self) -> tuple[int, int]:
+        """The partition's log start and high watermark, asked of its leader now."""
+        if self._uncommitted is None:
+            client = self._consumer
+        else:
+            if self._marks is None:
+                self._marks = self._uncommitted()
+            client = self._marks
+        low, high = client.get_watermark_offsets(
+            self._tp, timeout=self._options.api_timeout_s, cached=False
+        )
+        return low, high
+
+    def _beyond(self, position: int, high: int) -> str:
+        return (
+            f"offsets [{position}, {self._range.end}) of {describe(self._range.key)} are "
+            f"beyond its log end {high} (the topic was recreated or its log truncated)"
+        )
 
     def _skip_deleted(self, position: int) -> int:
         """After "unknown topic or partition", or a stall: once the deletion is confirmed, the

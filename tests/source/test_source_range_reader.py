@@ -3,8 +3,10 @@ when Kafka answers "out of range" or "unknown topic", and which are read. No bro
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from kafka_metadata import FakeMetadata, FakeTopic
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -261,3 +263,179 @@ def test_tasks_ask_librdkafka_for_end_of_partition_events(monkeypatch: pytest.Mo
     )
     assert [o for batch in batches for o in batch.column("offset").to_pylist()] == [0, 1, 2]
     assert opened[0] == {"enable.partition.eof": True}
+
+
+# A stall at or past the log end (issue 13, finding 3): the topic recreated with fewer
+# records, or its log truncated, below the range end. librdkafka reports nothing: fetching at
+# the high watermark is not "out of range", it just waits for offsets that will never come.
+
+
+class Marks(FakeConsumer):
+    """The ``read_uncommitted`` client asking for watermarks: one answer per call (the last one
+    repeats); an exception is raised, as a request that failed."""
+
+    def __init__(self, answers: list[tuple[int, int] | Exception]) -> None:
+        super().__init__([])
+        self.marks = answers
+        self.asked = 0
+        self.closed = False
+
+    def get_watermark_offsets(self, tp: TopicPartition, timeout: float, cached: bool) -> tuple:
+        assert not cached
+        answer = self.marks[min(self.asked, len(self.marks) - 1)]
+        self.asked += 1
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def _quick_stall_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(range_reader, "_GONE_CHECK_S", 0.0)
+    monkeypatch.setattr(range_reader, "_ENDED_CONFIRM_S", 0.0)
+    monkeypatch.setattr(range_reader, "_ENDED_POLL_S", 0.0)
+
+
+def read_with_marks(
+    consumer: FakeConsumer, marks: Marks, start: int, end: int, **options: str
+) -> list[int]:
+    opts = {**BASE, "kafkaConsumer.pollTimeoutMs": "600000", **options}
+    parsed = parse_options(opts, streaming=True)
+    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
+    read = _RangeRead(
+        consumer,  # type: ignore[arg-type]
+        OffsetRange("t", 0, start, end),
+        parsed,
+        schema,
+        uncommitted=lambda: marks,  # type: ignore[arg-type,return-value]
+    )
+    return [o for batch in read.batches() for o in batch.column("offset").to_pylist()]
+
+
+@pytest.mark.usefixtures("_quick_stall_checks")
+def test_a_stall_at_a_log_end_below_the_range_end_is_data_loss() -> None:
+    """Without the check this waited out kafkaConsumer.pollTimeoutMs (10 min here), then
+    failed, at every attempt, whatever failOnDataLoss said."""
+    with pytest.raises(
+        DataLossError, match=r"offsets \[20, 100\) of t-0 are beyond its log end 20"
+    ):
+        read_with_marks(FakeConsumer([records(0, 20)]), Marks([(0, 20)]), 0, 100)
+    marks = Marks([(0, 20)])
+    lenient = read_with_marks(FakeConsumer([records(0, 20)]), marks, 0, 100, failOnDataLoss="false")
+    assert lenient == list(range(20))
+    assert marks.asked >= range_reader._ENDED_ANSWERS
+    assert marks.closed
+
+
+@pytest.mark.usefixtures("_quick_stall_checks")
+def test_a_log_end_that_went_below_the_position_is_data_loss_from_the_position() -> None:
+    """A log truncated below records already read: the loss is named from the position."""
+    consumer = FakeConsumer([records(0, 30)])
+    marks = Marks([(0, 12)])
+    assert read_with_marks(consumer, marks, 0, 100, failOnDataLoss="false") == list(range(30))
+    with pytest.raises(
+        DataLossError, match=r"offsets \[30, 100\) of t-0 are beyond its log end 12"
+    ):
+        read_with_marks(FakeConsumer([records(0, 30)]), Marks([(0, 12)]), 0, 100)
+
+
+@pytest.mark.usefixtures("_quick_stall_checks")
+def test_a_last_stable_offset_at_the_position_is_no_loss() -> None:
+    """Under read_committed the reading consumer's own query gives the last stable offset,
+    which an open transaction holds at the position: the high watermark is asked instead,
+    of the read_uncommitted client, and it is above. The range waits, and reads on."""
+    consumer = FakeConsumer([records(0, 4), [], [], records(4, 10)], watermarks=(0, 4))
+    marks = Marks([(0, 10)])
+    assert read_with_marks(consumer, marks, 0, 10) == list(range(10))
+    assert marks.asked >= 1
+
+
+@pytest.mark.usefixtures("_quick_stall_checks")
+@pytest.mark.parametrize(
+    "answers",
+    [
+        [(0, 4), (0, 10)],  # one answer at the position, the next above it
+        [(0, 4), (0, 4), KafkaException(KafkaError(KafkaError._TIMED_OUT))],  # a broker away
+        [(-1001, -1001)],  # no answer
+    ],
+    ids=["flapping", "failed-request", "no-answer"],
+)
+def test_an_unconfirmed_log_end_is_no_loss(answers: list) -> None:
+    """Fewer than _ENDED_ANSWERS answers at or below the position, in a row, confirm
+    nothing, whatever failOnDataLoss says: the range reads on."""
+    consumer = FakeConsumer([records(0, 4), [], records(4, 10)])
+    assert read_with_marks(consumer, Marks(answers), 0, 10, failOnDataLoss="false") == list(
+        range(10)
+    )
+
+
+@pytest.mark.usefixtures("_quick_stall_checks")
+def test_a_log_end_is_confirmed_by_several_answers_over_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(range_reader, "_ENDED_CONFIRM_S", 0.2)
+    monkeypatch.setattr(range_reader, "_ENDED_POLL_S", 0.05)
+    marks = Marks([(0, 4)])
+    started = time.monotonic()
+    read_with_marks(FakeConsumer([records(0, 4)]), marks, 0, 10, failOnDataLoss="false")
+    assert time.monotonic() - started >= 0.2
+    assert marks.asked >= range_reader._ENDED_ANSWERS
+
+
+@pytest.mark.usefixtures("_quick_stall_checks")
+def test_a_stall_below_the_log_end_still_fails_after_the_poll_timeout() -> None:
+    """The high watermark above the position: the offsets exist, the broker is slow."""
+    with pytest.raises(KafkaSourceError, match="made no progress at offset 4"):
+        read_with_marks(
+            FakeConsumer([records(0, 4)]),
+            Marks([(0, 100)]),
+            0,
+            10,
+            **{"kafkaConsumer.pollTimeoutMs": "300"},
+        )
+
+
+def test_out_of_range_is_measured_against_the_high_watermark() -> None:
+    """ "Out of range" at the last stable offset (an open transaction there, and a leader
+    change) is retried: the offsets are below the high watermark."""
+    answers = [[*records(0, 3), error(KafkaError._AUTO_OFFSET_RESET)], records(3, 10)]
+    consumer = FakeConsumer(answers, watermarks=(0, 3))
+    assert read_with_marks(consumer, Marks([(0, 10)]), 0, 10) == list(range(10))
+    assert consumer.assigned == [0, 3]
+
+
+@pytest.mark.parametrize(
+    ("isolation", "uncommitted"), [("read_committed", True), ("read_uncommitted", False)]
+)
+def test_tasks_ask_for_the_high_watermark_read_uncommitted(
+    monkeypatch: pytest.MonkeyPatch, isolation: str, uncommitted: bool
+) -> None:
+    monkeypatch.setattr(range_reader, "_GONE_CHECK_S", 0.0)
+    monkeypatch.setattr(range_reader, "_ENDED_CONFIRM_S", 0.0)
+    opened: list[dict[str, object]] = []
+
+    class Closable(FakeConsumer):
+        def close(self) -> None:
+            pass
+
+    def open_consumer(options: object, group_id: str, **settings: object) -> FakeConsumer:
+        opened.append(settings)
+        return Closable([records(0, 3)], watermarks=(0, 3))
+
+    monkeypatch.setattr(range_reader, "open_consumer", open_consumer)
+    opts = {
+        **BASE,
+        "kafkaConsumer.pollTimeoutMs": "600000",
+        "kafka.isolation.level": isolation,
+        "failOnDataLoss": "false",
+    }
+    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
+    batches = range_reader.read_range(
+        OffsetRange("t", 0, 0, 9), parse_options(opts, streaming=True), "g", schema
+    )
+    assert [o for batch in batches for o in batch.column("offset").to_pylist()] == [0, 1, 2]
+    marks = [s for s in opened if s.get("isolation.level") == "read_uncommitted"]
+    assert len(marks) == (1 if uncommitted else 0)
