@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 import pytest
 from confluent_kafka import Producer
 
+from connectors.kafka.offset_reader import KafkaOffsetReader
+from connectors.kafka.source_options import parse_options
 from connectors.spark import register
 
 if TYPE_CHECKING:
@@ -197,3 +199,15 @@ def options_for(bootstrap: str, topic: str, **extra: str) -> dict[str, str]:
 @pytest.fixture
 def checkpoint(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "checkpoint"
+
+
+def latest_offsets(bootstrap: str, topic: str, isolation: str) -> dict[tuple[str, int], int]:
+    """The source driver's latest offsets of ``topic`` at ``isolation``: the last stable offset
+    under read_committed, the high watermark under read_uncommitted."""
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
+    parsed = parse_options({**options, "kafka.isolation.level": isolation}, streaming=True)
+    reader = KafkaOffsetReader(parsed, "test-driver")
+    try:
+        return reader.latest(reader.partitions())
+    finally:
+        reader.close()

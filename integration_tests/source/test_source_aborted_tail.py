@@ -28,14 +28,13 @@ from confluent_kafka import KafkaException, Producer
 from pyspark.sql import SparkSession
 
 from connectors.kafka.drain import drain
-from connectors.kafka.offset_reader import KafkaOffsetReader
-from connectors.kafka.source_options import parse_options
 from integration_tests.conftest import create_topic
 from integration_tests.kafka_fixtures import running_cluster, selected_mode
 from integration_tests.source.conftest import (
     Batches,
     batch_frame,
     keys_of,
+    latest_offsets,
     options_for,
     run_to_end,
     start_stream,
@@ -93,14 +92,8 @@ def aborted_tail(versioned_cluster: KafkaCluster) -> Iterator[tuple[str, str, Pr
 
 def _assert_offsets(bootstrap: str, topic: str) -> None:
     """The set-up has the shape above: A's marker (10) lies past the LSO (9)."""
-    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
     for isolation, expected in (("read_committed", LSO), ("read_uncommitted", HIGH_WATERMARK)):
-        parsed = parse_options({**options, "kafka.isolation.level": isolation}, streaming=True)
-        reader = KafkaOffsetReader(parsed, "test-driver")
-        try:
-            assert reader.latest(reader.partitions()) == {(topic, 0): expected}, isolation
-        finally:
-            reader.close()
+        assert latest_offsets(bootstrap, topic, isolation) == {(topic, 0): expected}, isolation
 
 
 def _promptly(action: Callable[[], None], unblock: Callable[[], None]) -> float:

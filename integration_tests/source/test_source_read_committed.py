@@ -19,12 +19,11 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from pyspark.sql import SparkSession
 
-from connectors.kafka.offset_reader import KafkaOffsetReader
-from connectors.kafka.source_options import parse_options
 from integration_tests.source.conftest import (
     Batches,
     batch_frame,
     keys_of,
+    latest_offsets,
     options_for,
     produce,
     run_to_end,
@@ -67,14 +66,9 @@ def mixed_topic(kafka: KafkaCluster, topic_factory) -> Iterator[tuple[str, Produ
 
 def test_latest_is_the_last_stable_offset(kafka: KafkaCluster, mixed_topic) -> None:
     topic, _ = mixed_topic
-    options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic}
     for isolation, expected in (("read_committed", LSO), ("read_uncommitted", HIGH_WATERMARK)):
-        parsed = parse_options({**options, "kafka.isolation.level": isolation}, streaming=True)
-        reader = KafkaOffsetReader(parsed, "test-driver")
-        try:
-            assert reader.latest(reader.partitions()) == {(topic, 0): expected}, isolation
-        finally:
-            reader.close()
+        latest = latest_offsets(kafka.bootstrap_servers, topic, isolation)
+        assert latest == {(topic, 0): expected}, isolation
 
 
 def test_batch_read_ends_promptly_on_markers_and_aborted_records(

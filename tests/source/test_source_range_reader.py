@@ -4,6 +4,7 @@ when Kafka answers "out of range" or "unknown topic", and which are read. No bro
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -244,24 +245,36 @@ def test_a_stall_without_an_end_of_partition_still_fails_after_the_poll_timeout(
         read(FakeConsumer([[*records(0, 3), end_of_partition(5)]]), 0, 9)
 
 
-def test_tasks_ask_librdkafka_for_end_of_partition_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    opened: list[dict[str, object]] = []
+class _Closable(FakeConsumer):
+    def close(self) -> None:
+        pass
 
-    class Closable(FakeConsumer):
-        def close(self) -> None:
-            pass
+
+def read_range_of(
+    monkeypatch: pytest.MonkeyPatch, opts: dict[str, str], answer: Callable[[], FakeConsumer]
+) -> tuple[list[int], list[dict[str, object]]]:
+    """``read_range`` of offsets [0, 9) with every consumer it opens made by ``answer``: the
+    offsets read, and the settings each consumer was opened with."""
+    opened: list[dict[str, object]] = []
 
     def open_consumer(options: object, group_id: str, **settings: object) -> FakeConsumer:
         opened.append(settings)
-        return Closable([[*records(0, 3), end_of_partition(9)]])
+        return answer()
 
     monkeypatch.setattr(range_reader, "open_consumer", open_consumer)
-    opts = {**BASE, "kafkaConsumer.pollTimeoutMs": "300"}
     schema = to_arrow_schema(source_schema(opts), timezone="UTC")
     batches = range_reader.read_range(
         OffsetRange("t", 0, 0, 9), parse_options(opts, streaming=True), "g", schema
     )
-    assert [o for batch in batches for o in batch.column("offset").to_pylist()] == [0, 1, 2]
+    return [o for batch in batches for o in batch.column("offset").to_pylist()], opened
+
+
+def test_tasks_ask_librdkafka_for_end_of_partition_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    opts = {**BASE, "kafkaConsumer.pollTimeoutMs": "300"}
+    read_offsets, opened = read_range_of(
+        monkeypatch, opts, lambda: _Closable([[*records(0, 3), end_of_partition(9)]])
+    )
+    assert read_offsets == [0, 1, 2]
     assert opened[0] == {"enable.partition.eof": True}
 
 
@@ -415,27 +428,15 @@ def test_tasks_ask_for_the_high_watermark_read_uncommitted(
 ) -> None:
     monkeypatch.setattr(range_reader, "_GONE_CHECK_S", 0.0)
     monkeypatch.setattr(range_reader, "_ENDED_CONFIRM_S", 0.0)
-    opened: list[dict[str, object]] = []
-
-    class Closable(FakeConsumer):
-        def close(self) -> None:
-            pass
-
-    def open_consumer(options: object, group_id: str, **settings: object) -> FakeConsumer:
-        opened.append(settings)
-        return Closable([records(0, 3)], watermarks=(0, 3))
-
-    monkeypatch.setattr(range_reader, "open_consumer", open_consumer)
     opts = {
         **BASE,
         "kafkaConsumer.pollTimeoutMs": "600000",
         "kafka.isolation.level": isolation,
         "failOnDataLoss": "false",
     }
-    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
-    batches = range_reader.read_range(
-        OffsetRange("t", 0, 0, 9), parse_options(opts, streaming=True), "g", schema
+    read_offsets, opened = read_range_of(
+        monkeypatch, opts, lambda: _Closable([records(0, 3)], watermarks=(0, 3))
     )
-    assert [o for batch in batches for o in batch.column("offset").to_pylist()] == [0, 1, 2]
+    assert read_offsets == [0, 1, 2]
     marks = [s for s in opened if s.get("isolation.level") == "read_uncommitted"]
     assert len(marks) == (1 if uncommitted else 0)
