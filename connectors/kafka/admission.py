@@ -29,10 +29,27 @@ from connectors.kafka.offsets import LATEST, PartitionKey, PartitionOffsets
 def backlog(
     start: Mapping[PartitionKey, int], latest: Mapping[PartitionKey, int]
 ) -> dict[PartitionKey, int]:
-    """Offsets available per partition; a partition new since ``start`` counts from 0, one held
-    at its start (``latest`` equal to it) counts nothing."""
+    """Offsets available per partition; one held at its start (``latest`` equal to it) counts
+    nothing. A partition new since the batch start counts from its log start, as in Spark: the
+    caller puts it in ``start`` at its earliest offset (:func:`with_new_partitions`); one left
+    out counts from 0."""
     sizes = {key: end - start.get(key, 0) for key, end in latest.items()}
     return {key: size for key, size in sizes.items() if size > 0}
+
+
+def with_new_partitions(
+    start: Mapping[PartitionKey, int], earliest: Mapping[PartitionKey, int]
+) -> PartitionOffsets:
+    """``start`` with the partitions new since it at their earliest offsets (log starts): where
+    a batch reads them from (:func:`~connectors.kafka.ranges.plan_ranges`), and so where their
+    backlog counts from. Spark's ``rateLimit`` fetches the same earliest offsets. Counted from
+    0 instead, a new partition whose log starts at 1,000,000 would take nearly the whole
+    ``maxOffsetsPerTrigger`` budget for offsets that no longer exist.
+
+    >>> with_new_partitions({("t", 0): 5}, {("t", 1): 1_000_000})
+    {('t', 1): 1000000, ('t', 0): 5}
+    """
+    return {**{key: offset for key, offset in earliest.items() if key not in start}, **start}
 
 
 def rate_limit(
@@ -80,7 +97,7 @@ def pin_latest(
     from ``latest`` is gone (its deletion was confirmed); nothing was to be read from it. One
     whose latest is -1 too was left out of the last metadata answer without being confirmed
     deleted (held at its start): nothing is pinned then, ``start`` itself is returned, so that
-    Spark runs no batch and asks again; dropped, it would later be read from offset 0.
+    Spark runs no batch and asks again; dropped, it would later be read from its log start.
     """
     if any(offset == LATEST and latest.get(key) == LATEST for key, offset in start.items()):
         return dict(start)

@@ -6,6 +6,12 @@ earliest and -1 latest). The consumer has the query's ``isolation.level``, so un
 ``read_committed`` "latest" is the partition's **last stable offset**: every offset below it
 is decided (committed, aborted or a marker), and executors can always read up to it.
 
+Starting timestamps are the exception: they are looked up with ``read_uncommitted``
+semantics (a second consumer), because a broker asked under ``read_committed`` answers "no
+offset" for a timestamp whose first match lies at or beyond the LSO, although the record
+exists. A stream then starts at that match and waits there until the transactions before it
+end (:meth:`latest_since` holds the partition's end at its start meanwhile).
+
 Every call is bounded by ``kafka.default.api.timeout.ms``; retriable errors, also those of
 single topics and partitions in an answer, are retried until then; other errors fail at once.
 
@@ -73,6 +79,8 @@ class KafkaOffsetReader:
         self._options = options
         self._group_id = group_id
         self._consumer: Consumer | None = None
+        # Starting timestamps are looked up under read_uncommitted (resolve); None until used.
+        self._uncommitted: Consumer | None = None
         self._commit_results: list[tuple[KafkaError | None, list[TopicPartition]]] = []
 
     def _client(self) -> Consumer:
@@ -84,10 +92,23 @@ class KafkaOffsetReader:
             )
         return self._consumer
 
+    def _uncommitted_client(self) -> Consumer:
+        """A consumer with ``read_uncommitted``: ListOffsets capped at the high watermark."""
+        if self._options.isolation_level == "read_uncommitted":
+            return self._client()
+        if self._uncommitted is None:
+            self._uncommitted = open_consumer(
+                self._options, self._group_id, **{"isolation.level": "read_uncommitted"}
+            )
+        return self._uncommitted
+
     def close(self) -> None:
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
             consumer.close()
+        if self._uncommitted is not None:
+            uncommitted, self._uncommitted = self._uncommitted, None
+            uncommitted.close()
 
     def partitions(self) -> list[PartitionKey]:
         """The partitions the subscription covers in one metadata answer, sorted; a topic the
@@ -165,7 +186,7 @@ class KafkaOffsetReader:
         :meth:`absent` confirms it; until then it is held at its start, so that the next
         batch resumes it there.
         """
-        latest = self.latest(self.partitions())
+        latest = self._waiting_at_start(self.latest(self.partitions()), start)
         missing = sorted(key for key in start if key not in latest and self._covers(key))
         if not missing:
             return latest, {}
@@ -179,6 +200,28 @@ class KafkaOffsetReader:
                 _render(held),
             )
         return latest, held
+
+    def _waiting_at_start(
+        self, latest: PartitionOffsets, start: Mapping[PartitionKey, int]
+    ) -> PartitionOffsets:
+        """``latest``, where a start above the LSO is held at that start.
+
+        A start found by timestamp may lie beyond the LSO, in or after a transaction still
+        open (:meth:`resolve`). Its offsets exist, up to the high watermark: the partition
+        waits there for the transactions before it to end, so its end is its start, never
+        the lower LSO (which the batch planner would take for a log that went back, and
+        report as data loss). A start above the high watermark too did go back.
+        """
+        above = {
+            key: offset
+            for key, offset in start.items()
+            if key in latest and 0 <= latest[key] < offset
+        }
+        if not above or self._options.isolation_level != "read_committed":
+            return latest
+        high = self.list_offsets(dict.fromkeys(above, LATEST), uncommitted=True)
+        waiting = {key: offset for key, offset in above.items() if offset <= high.get(key, -1)}
+        return {**latest, **waiting}
 
     def absent(self, keys: Iterable[PartitionKey]) -> set[PartitionKey]:
         """Those of ``keys`` whose absence Kafka confirms (``confirmed_absent``): two seconds
@@ -214,15 +257,20 @@ class KafkaOffsetReader:
         high watermark."""
         return self.list_offsets(dict.fromkeys(keys, LATEST))
 
-    def list_offsets(self, query: Mapping[PartitionKey, int]) -> PartitionOffsets:
+    def list_offsets(
+        self, query: Mapping[PartitionKey, int], *, uncommitted: bool = False
+    ) -> PartitionOffsets:
         """Offsets for timestamps in ms, or -2 (earliest) / -1 (latest); -1 in the answer
-        means no record has a timestamp at or after the one asked for."""
+        means no record has a timestamp at or after the one asked for, below the LSO under
+        ``read_committed``, below the high watermark under ``read_uncommitted`` or with
+        ``uncommitted``."""
         if not query:
             return {}
         request = [TopicPartition(t, p, stamp) for (t, p), stamp in sorted(query.items())]
+        client = self._uncommitted_client if uncommitted else self._client
 
         def lookup(remaining: float) -> PartitionOffsets:
-            answer = self._client().offsets_for_times(request, timeout=remaining)
+            answer = client().offsets_for_times(request, timeout=remaining)
             for tp in answer:
                 if tp.error is not None:
                     raise KafkaException(tp.error)
@@ -239,6 +287,16 @@ class KafkaOffsetReader:
         a partition left out would otherwise start somewhere the user did not choose.
         ``keep_latest`` leaves "latest" as -1 for the stream reader to pin in batch 0: a
         concrete latest found here would be lost with the driver's memory.
+
+        A starting timestamp resolves to the first offset whose record has a timestamp at or
+        after it, committed or not (looked up with ``read_uncommitted``): under
+        ``read_committed`` it may lie at or beyond the LSO, in a transaction still open or
+        after one. A stream (``keep_latest``) starts there and waits for those transactions to
+        end (:meth:`latest_since`); a batch read, which ends at the LSO at most, starts such a
+        partition at its LSO and reads nothing of it (:func:`start_by_timestamp`). Only a
+        partition without such a record up to the high watermark follows
+        ``startingOffsetsByTimestampStrategy``. Ending timestamps keep the query's isolation
+        level: an end beyond the LSO would be lowered to it anyway.
         """
 
         def latest(found: Iterable[PartitionKey]) -> PartitionOffsets:
@@ -263,11 +321,15 @@ class KafkaOffsetReader:
         stamps = (
             bound.offsets if bound.kind == "timestamps" else dict.fromkeys(keys, bound.timestamp)
         )
-        found = self.list_offsets(stamps)
+        starting = bound.option.startswith("starting")
+        found = self.list_offsets(stamps, uncommitted=starting)
+        if starting and not keep_latest and self._options.isolation_level == "read_committed":
+            matched = [key for key, offset in found.items() if offset >= 0]
+            found = start_by_timestamp(found, self.latest(matched))
         unmatched = sorted(key for key, offset in found.items() if offset < 0)
         if not unmatched:
             return found
-        if bound.option.startswith("starting") and self._options.timestamp_strategy == "error":
+        if starting and self._options.timestamp_strategy == "error":
             raise SourceOptionError(
                 bound.option,
                 _render({key: stamps[key] for key in unmatched}),
@@ -328,6 +390,23 @@ class KafkaOffsetReader:
             )
         except KafkaException as exc:
             raise KafkaSourceError(f"{what} failed: {exc.args[0].str()}") from exc
+
+
+def start_by_timestamp(
+    found: Mapping[PartitionKey, int], end: Mapping[PartitionKey, int]
+) -> PartitionOffsets:
+    """A batch read's start from a timestamp's first match (read_uncommitted) per partition:
+    the match, or the batch's end (the LSO) where the match lies beyond it; -1 (no match)
+    stays. Records between the LSO and the match are before the timestamp, and those from
+    the match on are beyond the read's end, so such a partition reads nothing, as it should.
+
+    >>> start_by_timestamp({("t", 0): 5, ("t", 1): 9, ("t", 2): -1}, {("t", 0): 7, ("t", 1): 4})
+    {('t', 0): 5, ('t', 1): 4, ('t', 2): -1}
+    """
+    return {
+        key: min(offset, end[key]) if offset >= 0 and key in end else offset
+        for key, offset in found.items()
+    }
 
 
 def _retriable(exc: BaseException) -> bool:

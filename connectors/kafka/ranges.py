@@ -44,21 +44,27 @@ class OffsetRange:
 
 
 def plan_ranges(
-    start: Mapping[PartitionKey, int], end: Mapping[PartitionKey, int]
+    start: Mapping[PartitionKey, int],
+    end: Mapping[PartitionKey, int],
+    earliest: Mapping[PartitionKey, int] | None = None,
 ) -> tuple[list[OffsetRange], list[str]]:
     """The non-empty ranges from ``start`` to ``end``, and a description of each data loss.
 
     A partition in ``end`` but not in ``start`` appeared since (partitions added, or a new
-    topic matching ``subscribePattern``): it is read from offset 0, its earliest; if retention
-    already removed its first records, the executor reports that. A partition in ``start`` but
-    not in ``end`` is gone, and one whose end is below its start was truncated or recreated:
-    both lose data, which the caller reports according to ``failOnDataLoss``.
+    topic matching ``subscribePattern``): it is read from its earliest offset in ``earliest``
+    (its log start, looked up when the batch is planned; 0 if left out), as in Spark's
+    ``getOffsetRangesFromResolvedOffsets``. An earliest offset above 0 means retention or
+    ``delete_records`` removed records before the query could read them: reported once, here,
+    as Spark does ("Added partition ... starts from N instead of 0"). A partition in ``start``
+    but not in ``end`` is gone, and one whose end is below its start was truncated or
+    recreated: both lose data, which the caller reports according to ``failOnDataLoss``.
 
     So an end must leave a partition of its start out only when its deletion is confirmed:
     the stream reader's ends come from ``KafkaOffsetReader.latest_since``, which keeps a
     partition that one metadata answer left out at its start offset (never dropped, and so
-    never read again from 0 as a new partition).
+    never read again from its log start as a new partition).
     """
+    earliest = earliest or {}
     lost = [
         f"{describe(key)} is gone (its topic was deleted); it had been read up to offset "
         f"{start[key]}"
@@ -66,8 +72,16 @@ def plan_ranges(
     ]
     ranges: list[OffsetRange] = []
     for key in sorted(end):
-        first = start.get(key, 0)
-        if end[key] < first:
+        if key in start:
+            first = start[key]
+        else:
+            first = max(earliest.get(key, 0), 0)
+            if first > 0:
+                lost.append(
+                    f"{describe(key)} appeared with its log starting at offset {first}, not 0: "
+                    f"offsets [0, {first}) were deleted before they could be read"
+                )
+        if end[key] < first and key in start:
             lost.append(
                 f"the offsets of {describe(key)} went back from {first} to {end[key]} (the "
                 "topic was recreated or its log truncated); offsets below the new end are skipped"

@@ -55,9 +55,11 @@ from connectors.kafka.admission import (
     backlog,
     pin_latest,
     rate_limit,
+    with_new_partitions,
 )
 from connectors.kafka.offset_reader import KafkaOffsetReader
 from connectors.kafka.offsets import (
+    EARLIEST,
     LATEST,
     PartitionKey,
     PartitionOffsets,
@@ -178,7 +180,7 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
     A concrete start (earliest, timestamps, offsets) is resolved again by a restarted driver
     that replays batch 0, and may then name partitions added since batch 0 was planned. Batch
     0 is replayed over exactly the partitions of its logged end; the new ones are found by
-    batch 1 and read from offset 0, as any partition found after the start
+    batch 1 and read from their log starts, as any partition found after the start
     (:meth:`partitions`). For the same reason a JSON start that leaves out existing partitions
     fails when this process plans batch 0 (``latestOffset``), not in ``initialOffset``: at a
     replay, the left-out partitions are the new ones, and the batch 0 being replayed passed
@@ -256,11 +258,23 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         if isinstance(limit, ReadAllAvailable):
             return latest
         delay = self._delay if self._target is None else None
-        if delay is not None and not delay.admit(sum(backlog(begin, latest).values())):
+        if delay is None and not isinstance(limit, ReadMaxRows):
+            return latest
+        # New partitions are read from their log start (partitions()): count them from there.
+        origin = with_new_partitions(begin, self._earliest_of_new(begin, latest))
+        if delay is not None and not delay.admit(sum(backlog(origin, latest).values())):
             return dict(begin)
         if isinstance(limit, ReadMaxRows):
-            return rate_limit(begin, latest, limit.max_rows)
+            return rate_limit(origin, latest, limit.max_rows)
         return latest
+
+    def _earliest_of_new(
+        self, begin: PartitionOffsets, end: Mapping[PartitionKey, int]
+    ) -> PartitionOffsets:
+        """The log starts of the partitions of ``end`` that ``begin`` lacks (new since), asked
+        of Kafka now; no request when there are none, as on almost every trigger."""
+        new = [key for key in end if key not in begin]
+        return self._kafka.list_offsets(dict.fromkeys(new, EARLIEST)) if new else {}
 
     def reportLatestOffset(self) -> dict | None:
         """The newest offsets seen, for ``StreamingQueryProgress`` (lag = latest - end)."""
@@ -276,9 +290,12 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         if begin == self._initial and stop != self._end_from_initial:
             # Batch 0 logged by an earlier driver: Spark passes the start this process
             # resolved again, which may name partitions added since. Replayed over the
-            # partitions of its logged end only; batch 1 finds the new ones (from offset 0).
+            # partitions of its logged end only; batch 1 finds the new ones (from their log
+            # starts).
             begin = {key: offset for key, offset in begin.items() if key in stop}
-        ranges, lost = plan_ranges(begin, stop)
+        # A new partition's start is its log start now, as in Spark: nothing in the offset log
+        # records it. See "Partitions found after the start" in docs/source.md for replays.
+        ranges, lost = plan_ranges(begin, stop, self._earliest_of_new(begin, stop))
         for detail in lost:
             report_data_loss(detail, fail=self._options.fail_on_data_loss)
         return self._tasks(ranges)

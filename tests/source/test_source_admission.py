@@ -12,6 +12,7 @@ from connectors.kafka.admission import (
     backlog,
     pin_latest,
     rate_limit,
+    with_new_partitions,
 )
 
 
@@ -43,8 +44,24 @@ def test_partitions_without_backlog_keep_their_latest_even_if_lower() -> None:
     assert end == {("t", 0): 20, ("t", 1): 10}
 
 
-def test_new_partitions_count_from_zero() -> None:
-    assert backlog({("t", 0): 5}, {("t", 0): 5, ("t", 1): 8}) == {("t", 1): 8}
+def test_new_partitions_count_from_their_log_start() -> None:
+    """Spark's ``rateLimit`` counts a new partition from its earliest offset. Counted from 0,
+    the new partition below would get 99 of the 100 offsets (all below its log start, so 0
+    rows) and the live one 1, for about 1,000 batches."""
+    start = with_new_partitions({("live", 0): 0}, {("new", 0): 1_000_000})
+    latest = {("live", 0): 1000, ("new", 0): 1_001_000}
+    assert backlog(start, latest) == {("live", 0): 1000, ("new", 0): 1000}
+    assert rate_limit(start, latest, 100) == {("live", 0): 50, ("new", 0): 1_000_050}
+    # Proportional to latest - earliest, as Spark's shares.
+    start = with_new_partitions({("live", 0): 0}, {("new", 0): 500})
+    latest = {("live", 0): 900, ("new", 0): 800}
+    assert rate_limit(start, latest, 120) == {("live", 0): 90, ("new", 0): 530}
+
+
+def test_with_new_partitions_never_moves_a_known_partition() -> None:
+    start = {("t", 0): 5}
+    assert with_new_partitions(start, {("t", 0): 9, ("t", 1): 3}) == {("t", 0): 5, ("t", 1): 3}
+    assert with_new_partitions(start, {}) == start
 
 
 @given(

@@ -18,6 +18,32 @@ def test_new_partitions_start_at_zero_and_empty_ones_are_skipped() -> None:
     assert lost == []
 
 
+def test_new_partitions_start_at_their_log_start_and_report_the_deleted_head_once() -> None:
+    """As Spark's ``getOffsetRangesFromResolvedOffsets``: a new partition starts at its earliest
+    offset; one above 0 is reported once, at planning ("Added partition ... starts from N
+    instead of 0"), never again by each batch's task."""
+    ranges, lost = plan_ranges(
+        {("t", 0): 10}, {("t", 0): 20, ("u", 0): 1_000_050, ("v", 0): 7}, {("u", 0): 1_000_000}
+    )
+    assert ranges == [
+        OffsetRange("t", 0, 10, 20),
+        OffsetRange("u", 0, 1_000_000, 1_000_050),
+        OffsetRange("v", 0, 0, 7),
+    ]
+    assert lost == [
+        "u-0 appeared with its log starting at offset 1000000, not 0: offsets [0, 1000000) "
+        "were deleted before they could be read"
+    ]
+
+
+def test_a_new_partition_whose_log_start_passed_the_end_plans_nothing() -> None:
+    """A replay after retention moved the log start beyond the logged end: one loss, no range,
+    and not a "went back" (the end is not below anything this query read)."""
+    ranges, lost = plan_ranges({}, {("u", 0): 50}, {("u", 0): 80})
+    assert ranges == []
+    assert len(lost) == 1 and "u-0 appeared with its log starting at offset 80" in lost[0]
+
+
 def test_gone_and_backwards_partitions_are_data_loss() -> None:
     ranges, lost = plan_ranges({("t", 0): 10, ("gone", 0): 5}, {("t", 0): 3})
     assert ranges == []

@@ -20,10 +20,13 @@ OPTIONS = {"kafka.bootstrap.servers": "k:9092", "subscribe": "t", "startingoffse
 
 
 class FakeKafka:
-    """Answers the driver's questions from a dict of latest offsets; earliest is 0."""
+    """Answers the driver's questions from a dict of latest offsets, and earliest offsets (0
+    unless set in ``earliest_offsets``)."""
 
     def __init__(self, latest: PartitionOffsets) -> None:
         self.latest_offsets = latest
+        self.earliest_offsets: PartitionOffsets = {}
+        self.earliest_asked: list[list[PartitionKey]] = []
         self.committed: list[PartitionOffsets] = []
         self.resolved = 0
 
@@ -40,6 +43,11 @@ class FakeKafka:
         """A partition missing from ``latest_offsets`` counts as confirmed deleted here; the
         real confirmation is tested with a real KafkaOffsetReader below."""
         return self.latest(self.partitions()), {}
+
+    def list_offsets(self, query: PartitionOffsets) -> PartitionOffsets:
+        assert set(query.values()) == {-2}, "only earliest offsets are asked here"
+        self.earliest_asked.append(sorted(query))
+        return {key: self.earliest_offsets.get(key, 0) for key in query}
 
     def resolve(
         self, bound: OffsetBound, keys: list[PartitionKey], *, keep_latest: bool = False
@@ -117,6 +125,38 @@ def test_partitions_plan_new_partitions_from_zero_and_split() -> None:
         OffsetRange("t", 0, 30, 40),
         OffsetRange("t", 1, 0, 10),
     ]
+
+
+def test_new_partitions_are_rate_limited_and_planned_from_their_log_start() -> None:
+    """Issue 13, finding 4: a topic matching the pattern appears with its log starting at
+    1,000,000. Spark fetches its earliest offset, shares ``maxOffsetsPerTrigger`` in
+    proportion to latest - earliest, and plans it from there, reporting the deleted head
+    once."""
+    stream, fake = reader(
+        {("t", 0): 1000, ("u", 0): 1_001_000}, maxOffsetsPerTrigger="100", failOnDataLoss="false"
+    )
+    fake.earliest_offsets = {("u", 0): 1_000_000}
+    start = {"t": {"0": 0}}
+    end = stream.latestOffset(start, ReadMaxRows(100))
+    assert end == {"t": {"0": 50}, "u": {"0": 1_000_050}}
+    tasks = stream.partitions(start, end)
+    assert [task.value for task in tasks] == [
+        OffsetRange("t", 0, 0, 50),
+        OffsetRange("u", 0, 1_000_000, 1_000_050),
+    ]
+    assert fake.earliest_asked == [[("u", 0)], [("u", 0)]]
+    # Once planned, the partition is in the start: no more lookups, no more loss.
+    following = stream.latestOffset(end, ReadMaxRows(100))
+    assert following == {"t": {"0": 100}, "u": {"0": 1_000_100}}
+    stream.partitions(end, following)
+    assert fake.earliest_asked == [[("u", 0)], [("u", 0)]]
+
+
+def test_a_new_partition_with_a_deleted_head_is_data_loss_by_default() -> None:
+    stream, fake = reader({("t", 0): 10, ("u", 0): 70})
+    fake.earliest_offsets = {("u", 0): 60}
+    with pytest.raises(DataLossError, match=r"u-0 appeared with its log starting at offset 60"):
+        stream.partitions({"t": {"0": 0}}, {"t": {"0": 10}, "u": {"0": 70}})
 
 
 def test_gone_partitions_fail_or_are_skipped() -> None:
@@ -301,6 +341,8 @@ class TestBatch0ReplayedAfterPartitionsWereAdded:
         merged = {**OPTIONS, **options}
         stream = KafkaStreamReader(merged, source_schema(merged))
         stream._kafka._consumer = cluster  # type: ignore[assignment]
+        # Starting timestamps are looked up under read_uncommitted, by a second consumer.
+        stream._kafka._uncommitted = cluster  # type: ignore[assignment]
         return stream
 
     @pytest.mark.parametrize(
