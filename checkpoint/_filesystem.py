@@ -190,8 +190,10 @@ class _LocalFileSystem:
     def __init__(self, root: str) -> None:
         self._root = root
         self._ready = False
+        self._settled = False
 
     def read(self, path: str) -> bytes:
+        self._settle(os.path.dirname(path))
         with open(path, "rb") as file:
             return file.read()
 
@@ -212,9 +214,11 @@ class _LocalFileSystem:
         _fsync_directory(directory)
 
     def exists(self, path: str) -> bool:
+        self._settle(os.path.dirname(path))
         return os.path.exists(path)
 
     def list(self, directory: str) -> list[str]:
+        self._settle(directory)
         try:
             return os.listdir(directory)
         except FileNotFoundError:
@@ -224,18 +228,34 @@ class _LocalFileSystem:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
 
+    def _settle(self, directory: str) -> None:
+        """Before a handle's first answer from the root, fsync it: a writer that died between
+        its rename and its directory fsync leaves a name (a decision, a confirmation) that
+        every process sees but a power loss can still undo. Acting on it unsettled (committing
+        what the decision names, skipping the recovery of a confirmed one) could commit a
+        batch whose decision then vanishes, and Spark would replay it: duplicates."""
+        if self._settled or directory != self._root:
+            return
+        with contextlib.suppress(FileNotFoundError):  # nothing written yet: nothing to settle
+            _fsync_directory(self._root)
+        self._settled = True
+
     def _ensure_root(self) -> None:
         if self._ready:
             return
-        created = []
+        missing = []
         level = self._root
         while not os.path.isdir(level) and os.path.dirname(level) != level:
-            created.append(level)
+            missing.append(level)
             level = os.path.dirname(level)
-        os.makedirs(self._root, exist_ok=True)
-        # A directory's entry lives in its parent: unless every parent of a level makedirs
-        # created is fsynced, a power loss can drop the whole tree with the decisions in it.
-        for directory in reversed(created or [self._root]):
+        # A directory's entry lives in its parent: unless the parent of every level is
+        # fsynced, a power loss can drop the whole tree with the decisions in it. One level at
+        # a time, each made durable before the next is created, so a crash leaves at most the
+        # deepest existing level undurable: the next handle finds it as `level` and syncs it.
+        _fsync_directory(os.path.dirname(level))
+        for directory in reversed(missing):
+            with contextlib.suppress(FileExistsError):  # another handle made it meanwhile
+                os.mkdir(directory)
             _fsync_directory(os.path.dirname(directory))
         self._ready = True
 

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from posix_model import PosixModel, ProcessCrashed
 
+from checkpoint import _filesystem
 from checkpoint._filesystem import canonical_uri
 from checkpoint.errors import (
     ConfigError,
@@ -79,14 +83,94 @@ def test_leftover_temporary_files_are_ignored_then_pruned(store: SnapshotStore, 
     assert not leftover.exists()
 
 
-def test_writes_fsync_the_file_and_the_directory(
-    store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture
+def disk() -> Iterator[PosixModel]:
+    """The local backend's ``os`` and ``open`` on a model disk that can lose power."""
+    model = PosixModel()
+    with model.patch(_filesystem):
+        yield model
+
+
+def test_a_write_fsyncs_the_temporary_before_the_rename_and_the_directory_after(
+    disk: PosixModel,
 ) -> None:
-    synced: list[int] = []
-    real_fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    store = SnapshotStore("/cp/sink")
     store.write(snapshot(1))
-    assert len(synced) >= 2  # the temporary file, then the directory holding the rename
+    disk.trace.clear()
+    store.write(snapshot(2))
+    final = "/cp/sink/2.snapshot.json"
+    [(_, temp)] = [(call, path) for call, path in disk.trace if call == "create"]
+    assert temp.startswith("/cp/sink/.2.snapshot.json.tmp-")
+    # The bytes are durable before the name points at them; the name, once its directory is.
+    assert disk.trace == [
+        ("create", temp),
+        ("write", temp),
+        ("fsync file", temp),
+        ("replace", f"{temp} -> {final}"),
+        ("fsync dir", "/cp/sink"),
+    ]
+
+
+def changes_of_a_write(location: str, *earlier: int) -> int:
+    """How many changes to the disk (the crash points) a fresh handle makes to write a
+    decision after ``earlier``."""
+    model = PosixModel()
+    with model.patch(_filesystem):
+        for cid in earlier:
+            SnapshotStore(location).write(snapshot(cid))
+        before = len(model.trace)
+        SnapshotStore(location).write(snapshot(9))
+        return len(model.trace) - before
+
+
+@pytest.mark.parametrize("crash_at", range(changes_of_a_write("/cp/sink", 1) + 1))
+def test_a_crash_anywhere_in_a_write_then_a_power_loss_keeps_what_was_read(
+    disk: PosixModel, crash_at: int
+) -> None:
+    """Kill the writer before each change a write makes to the disk, or just after it; start
+    a new process; let the power fail: the decision is there whole or not at all, what the new
+    process read survives (it may act on it: commit what a decision names), and a returned
+    write survives."""
+    SnapshotStore("/cp/sink").write(snapshot(1))
+    disk.crash_after(crash_at)
+    try:
+        SnapshotStore("/cp/sink").write(snapshot(2))
+        returned = True
+    except ProcessCrashed:
+        returned = False
+    disk.revive()  # a new process; the page cache is still there
+    seen = SnapshotStore("/cp/sink").checkpoint_ids()
+    disk.power_loss()
+    after = SnapshotStore("/cp/sink")
+    assert after.checkpoint_ids() == seen and seen[0] == 1
+    assert after.get(2) == (snapshot(2) if returned or 2 in seen else None)
+
+
+@pytest.mark.parametrize("crash_at", range(changes_of_a_write("/a/b/c/sink") + 1))
+def test_a_crash_while_the_first_write_creates_the_directories_loses_nothing_later(
+    disk: PosixModel, crash_at: int
+) -> None:
+    """The store creates every missing level of its location: a crash between two of them
+    must not leave a level whose entry a power loss can drop with the decisions below it."""
+    disk.crash_after(crash_at)
+    with contextlib.suppress(ProcessCrashed):
+        SnapshotStore("/a/b/c/sink").write(snapshot(1))
+    disk.revive()
+    SnapshotStore("/a/b/c/sink").write(snapshot(2))
+    disk.power_loss()
+    assert SnapshotStore("/a/b/c/sink").get(2) == snapshot(2)
+
+
+def test_a_renamed_decision_without_its_directory_fsync_is_undone_by_a_power_loss(
+    disk: PosixModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the test above relies on: the model loses an un-fsynced rename."""
+    SnapshotStore("/cp/sink").write(snapshot(1))
+    monkeypatch.setattr(_filesystem, "_fsync_directory", lambda directory: None)
+    SnapshotStore("/cp/sink").write(snapshot(2))
+    monkeypatch.undo()
+    disk.power_loss()
+    assert SnapshotStore("/cp/sink").checkpoint_ids() == [1]
 
 
 def test_truncated_file_is_rejected_naming_the_file(store: SnapshotStore, store_dir: Path):
