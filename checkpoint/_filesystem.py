@@ -188,7 +188,8 @@ class _LocalFileSystem:
     """POSIX files with fsync: the only way a rename is durable, not just atomic."""
 
     def __init__(self, root: str) -> None:
-        self._root = root
+        # Normalized: _settle compares it with the directory of each path the store names.
+        self._root = os.path.normpath(root)
         self._ready = False
         self._settled = False
 
@@ -225,8 +226,14 @@ class _LocalFileSystem:
             return []
 
     def delete(self, path: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
+        """Unlink, durably: prune deletes a decision before its confirmation, and only a
+        directory fsync in between keeps a power loss from undoing the first alone (an old
+        decision back, unconfirmed, that recovery would commit again)."""
+        try:
             os.unlink(path)
+        except FileNotFoundError:
+            return
+        _fsync_directory(os.path.dirname(path))
 
     def _settle(self, directory: str) -> None:
         """Before a handle's first answer from the root, fsync it: a writer that died between
@@ -234,10 +241,12 @@ class _LocalFileSystem:
         every process sees but a power loss can still undo. Acting on it unsettled (committing
         what the decision names, skipping the recovery of a confirmed one) could commit a
         batch whose decision then vanishes, and Spark would replay it: duplicates."""
-        if self._settled or directory != self._root:
+        if self._settled or os.path.normpath(directory) != self._root:
             return
-        with contextlib.suppress(FileNotFoundError):  # nothing written yet: nothing to settle
+        try:
             _fsync_directory(self._root)
+        except FileNotFoundError:  # nothing written yet; a writer may create it later
+            return
         self._settled = True
 
     def _ensure_root(self) -> None:

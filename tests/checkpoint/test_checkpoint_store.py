@@ -96,6 +96,7 @@ def test_a_write_fsyncs_the_temporary_before_the_rename_and_the_directory_after(
 ) -> None:
     store = SnapshotStore("/cp/sink")
     store.write(snapshot(1))
+    store.checkpoint_ids()  # the handle settles once the root exists (test_..._settle.py)
     disk.trace.clear()
     store.write(snapshot(2))
     final = "/cp/sink/2.snapshot.json"

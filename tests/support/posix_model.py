@@ -146,6 +146,7 @@ class PosixModel:
         path = SimpleNamespace(
             exists=self.exists, isdir=self.isdir, join=posixpath.join, split=posixpath.split,
             dirname=posixpath.dirname, basename=posixpath.basename, abspath=posixpath.abspath,
+            normpath=posixpath.normpath,
         )  # fmt: skip
         return SimpleNamespace(
             path=path, sep="/", fspath=os.fspath, O_RDONLY=os.O_RDONLY,
