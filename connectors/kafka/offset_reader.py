@@ -29,11 +29,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import TopicMetadata
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType, TopicMetadata
 
 from checkpoint.deadline import Deadline, call_with_retries
+from connectors.kafka.lag import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 from connectors.kafka.offsets import EARLIEST, LATEST, PartitionKey, PartitionOffsets, describe
 from connectors.kafka.source_client import (
+    LIBRDKAFKA_LOGGER,
     UNKNOWN_PARTITION,
     confirmed_absent,
     is_transient,
@@ -256,6 +258,38 @@ class KafkaOffsetReader:
         """The end per partition: the last stable offset under ``read_committed``, else the
         high watermark."""
         return self.list_offsets(dict.fromkeys(keys, LATEST))
+
+    def high_watermarks(self, keys: Iterable[PartitionKey]) -> PartitionOffsets:
+        """The high watermark per partition, whatever the query's isolation level."""
+        return self.list_offsets(dict.fromkeys(keys, LATEST), uncommitted=True)
+
+    def transaction_max_timeout_ms(self) -> int:
+        """The broker's ``transaction.max.timeout.ms`` (one broker's, asked once by the
+        caller), or Kafka's default 900000 when it cannot be read, which is logged."""
+        try:
+            metadata = self._client().list_topics(timeout=self._options.api_timeout_s)
+            broker = str(min(metadata.brokers))
+            admin = AdminClient(
+                {
+                    **self._options.client_config,
+                    "bootstrap.servers": self._options.bootstrap_servers,
+                    "logger": LIBRDKAFKA_LOGGER,
+                }
+            )
+            resource = ConfigResource(ResourceType.BROKER, broker)
+            futures = admin.describe_configs(
+                [resource], request_timeout=self._options.api_timeout_s
+            )
+            entries = next(iter(futures.values())).result(timeout=self._options.api_timeout_s)
+            return int(entries["transaction.max.timeout.ms"].value)
+        except (KafkaException, KeyError, ValueError, TypeError, TimeoutError) as exc:
+            _log.info(
+                "kafka-eos source: could not read the broker's transaction.max.timeout.ms "
+                "(%s); taking Kafka's default %d ms for the pinned-LSO warning",
+                exc,
+                DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+            )
+            return DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 
     def list_offsets(
         self, query: Mapping[PartitionKey, int], *, uncommitted: bool = False

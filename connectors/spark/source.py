@@ -21,6 +21,7 @@ only maps them onto Spark's reader interfaces. Where each method runs:
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 
@@ -49,6 +50,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from checkpoint.errors import DeadlineExceeded
 from connectors.kafka.admission import (
     TriggerDelay,
     available_now_end,
@@ -57,6 +59,7 @@ from connectors.kafka.admission import (
     rate_limit,
     with_new_partitions,
 )
+from connectors.kafka.lag import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS, PinnedLso, pinned_warning
 from connectors.kafka.offset_reader import KafkaOffsetReader
 from connectors.kafka.offsets import (
     EARLIEST,
@@ -69,9 +72,10 @@ from connectors.kafka.offsets import (
 )
 from connectors.kafka.range_reader import read_range
 from connectors.kafka.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
-from connectors.kafka.source_errors import SourceOptionError, report_data_loss
+from connectors.kafka.source_errors import KafkaSourceError, SourceOptionError, report_data_loss
 from connectors.kafka.source_options import OffsetBound, SourceOptions, parse_options
 
+_log = logging.getLogger(__name__)
 # Spark's built-in Kafka source schema, field for field.
 _FIELDS = [
     StructField("key", BinaryType()),
@@ -200,6 +204,8 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         self._end_from_initial: PartitionOffsets | None = None
         self._target: PartitionOffsets | None = None  # the end of Trigger.AvailableNow
         self._latest: PartitionOffsets | None = None
+        self._pinned: PinnedLso | None = None  # created with the first latestOffset
+        self._max_timeout_ms = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 
     def initialOffset(self) -> dict:
         # Step 1
@@ -248,6 +254,7 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         # unless its deletion is confirmed: one answer saying "unknown" must not drop it.
         found, held = self._kafka.latest_since(begin)
         self._latest = found
+        self._watch_lso(found)
         latest = {**found, **held}
         if LATEST in begin.values():
             # Step 2: pinning cannot wait for minOffsetsPerTrigger. Under AvailableNow "latest"
@@ -268,6 +275,31 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
             return rate_limit(origin, latest, limit.max_rows)
         return latest
 
+    def _watch_lso(self, lso: PartitionOffsets) -> None:
+        """Warn of an LSO pinned below the high watermark for longer than the broker's
+        ``transaction.max.timeout.ms`` (a hanging transaction, hidden from Spark's progress,
+        which reports the LSO); the high watermarks are asked at most every 10 s."""
+        if self._options.isolation_level != "read_committed":
+            return
+        if self._pinned is None:
+            self._pinned = PinnedLso(self._threshold_s)
+        elif not self._pinned.due():
+            return
+        try:
+            high = self._kafka.high_watermarks(key for key, offset in lso.items() if offset >= 0)
+        except (KafkaSourceError, DeadlineExceeded) as exc:
+            # A monitoring aid never fails the query (e.g. a topic deleted since the LSO).
+            _log.info("kafka-eos source: pinned-LSO check skipped on this trigger: %s", exc)
+            return
+        for pinned in self._pinned.observe(lso, high):
+            _log.warning(
+                pinned_warning(pinned, self._max_timeout_ms, self._options.bootstrap_servers)
+            )
+
+    def _threshold_s(self) -> float:
+        self._max_timeout_ms = self._kafka.transaction_max_timeout_ms()
+        return self._max_timeout_ms / 1000
+
     def _earliest_of_new(
         self, begin: PartitionOffsets, end: Mapping[PartitionKey, int]
     ) -> PartitionOffsets:
@@ -277,7 +309,11 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         return self._kafka.list_offsets(dict.fromkeys(new, EARLIEST)) if new else {}
 
     def reportLatestOffset(self) -> dict | None:
-        """The newest offsets seen, for ``StreamingQueryProgress`` (lag = latest - end)."""
+        """The newest offsets seen, for ``StreamingQueryProgress`` (lag = latest - end).
+
+        Under ``read_committed`` the LSO: Spark can carry only an offset JSON here, and it
+        computes lag from it. A hanging transaction shows in the warning of
+        :meth:`_watch_lso` instead."""
         return to_json_dict(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:

@@ -4,6 +4,7 @@ and what Spark is told. No broker and no SparkSession."""
 from __future__ import annotations
 
 import pickle
+from collections.abc import Iterable
 
 import pytest
 from kafka_metadata import FakeCluster
@@ -29,6 +30,8 @@ class FakeKafka:
         self.earliest_asked: list[list[PartitionKey]] = []
         self.committed: list[PartitionOffsets] = []
         self.resolved = 0
+        self.high_offsets: PartitionOffsets = {}  # the high watermark, if above the latest
+        self.high_asked = 0
 
     def partitions(self) -> list[PartitionKey]:
         return sorted(self.latest_offsets)
@@ -43,6 +46,13 @@ class FakeKafka:
         """A partition missing from ``latest_offsets`` counts as confirmed deleted here; the
         real confirmation is tested with a real KafkaOffsetReader below."""
         return self.latest(self.partitions()), {}
+
+    def high_watermarks(self, keys: Iterable[PartitionKey]) -> PartitionOffsets:
+        self.high_asked += 1
+        return {key: self.high_offsets.get(key, self.latest_offsets[key]) for key in keys}
+
+    def transaction_max_timeout_ms(self) -> int:
+        return 900_000
 
     def list_offsets(self, query: PartitionOffsets) -> PartitionOffsets:
         assert set(query.values()) == {-2}, "only earliest offsets are asked here"
@@ -262,6 +272,7 @@ class TestPartitionUnknownForOneAnswer:
         del merged["subscribe"]
         stream = KafkaStreamReader(merged, source_schema(merged))
         stream._kafka._consumer = cluster  # type: ignore[assignment]
+        stream._kafka._uncommitted = cluster  # type: ignore[assignment]  # no LSO pinned here
         return stream
 
     @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
@@ -404,6 +415,7 @@ class TestBatch0ReplayedAfterPartitionsWereAdded:
         del merged["subscribe"]
         stream = KafkaStreamReader(merged, source_schema(merged))
         stream._kafka._consumer = cluster  # type: ignore[assignment]
+        stream._kafka._uncommitted = cluster  # type: ignore[assignment]  # no LSO pinned here
         initial = stream.initialOffset()
         cluster.latest = {("o-1", 0): 10}  # o-2 deleted: every answer says so
         end = stream.latestOffset(initial, ReadAllAvailable())
