@@ -221,7 +221,7 @@ class KafkaOffsetReader:
         }
         if not above or self._options.isolation_level != "read_committed":
             return latest
-        high = self.list_offsets(dict.fromkeys(above, LATEST), uncommitted=True)
+        high = self.high_watermarks(above)
         waiting = {key: offset for key, offset in above.items() if offset <= high.get(key, -1)}
         return {**latest, **waiting}
 
@@ -341,13 +341,7 @@ class KafkaOffsetReader:
         if bound.kind == "latest":
             return latest(keys)
         if bound.kind in ("offsets", "timestamps") and set(bound.offsets) != set(keys):
-            raise SourceOptionError(
-                bound.option,
-                _render(bound.offsets),
-                f"it must name exactly the partitions being read ({_render(keys)}); missing: "
-                f"{_render(set(keys) - set(bound.offsets))}; not being read: "
-                f"{_render(set(bound.offsets) - set(keys))}",
-            )
+            raise not_exactly_named(bound, keys)
         if bound.kind == "offsets":
             earliest = {k: o for k, o in bound.offsets.items() if o == EARLIEST}
             latest_keys = [k for k, o in bound.offsets.items() if o == LATEST]
@@ -424,6 +418,20 @@ class KafkaOffsetReader:
             )
         except KafkaException as exc:
             raise KafkaSourceError(f"{what} failed: {exc.args[0].str()}") from exc
+
+
+def not_exactly_named(bound: OffsetBound, keys: Iterable[PartitionKey]) -> SourceOptionError:
+    """The error for a JSON start or end that does not name exactly the partitions being
+    read: a partition left out would start or end somewhere the user did not choose (as in
+    Spark)."""
+    keys = set(keys)
+    return SourceOptionError(
+        bound.option,
+        _render(bound.offsets),
+        f"it must name exactly the partitions being read ({_render(keys)}); missing: "
+        f"{_render(keys - set(bound.offsets))}; not being read: "
+        f"{_render(set(bound.offsets) - keys)}",
+    )
 
 
 def start_by_timestamp(

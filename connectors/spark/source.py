@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -59,8 +59,8 @@ from connectors.kafka.admission import (
     rate_limit,
     with_new_partitions,
 )
-from connectors.kafka.lag import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS, PinnedLso, pinned_warning
-from connectors.kafka.offset_reader import KafkaOffsetReader
+from connectors.kafka.lag import PinnedLso, pinned_warning
+from connectors.kafka.offset_reader import KafkaOffsetReader, not_exactly_named
 from connectors.kafka.offsets import (
     EARLIEST,
     LATEST,
@@ -73,7 +73,7 @@ from connectors.kafka.offsets import (
 from connectors.kafka.range_reader import read_range
 from connectors.kafka.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
 from connectors.kafka.source_errors import KafkaSourceError, SourceOptionError, report_data_loss
-from connectors.kafka.source_options import OffsetBound, SourceOptions, parse_options
+from connectors.kafka.source_options import SourceOptions, parse_options
 
 _log = logging.getLogger(__name__)
 # Spark's built-in Kafka source schema, field for field.
@@ -205,7 +205,6 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         self._target: PartitionOffsets | None = None  # the end of Trigger.AvailableNow
         self._latest: PartitionOffsets | None = None
         self._pinned: PinnedLso | None = None  # created with the first latestOffset
-        self._max_timeout_ms = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 
     def initialOffset(self) -> dict:
         # Step 1
@@ -215,7 +214,7 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
             named = set(starting.offsets) if starting.kind in ("offsets", "timestamps") else None
             if named is not None and named < set(keys):
                 # Maybe a replay of batch 0, after partitions were added: see the class doc.
-                self._unnamed = _unnamed_partitions(starting, keys)
+                self._unnamed = not_exactly_named(starting, keys)
                 keys = sorted(named)
             self._initial = self._kafka.resolve(starting, keys, keep_latest=True)
         return to_json_dict(self._initial)
@@ -292,13 +291,12 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
             _log.info("kafka-eos source: pinned-LSO check skipped on this trigger: %s", exc)
             return
         for pinned in self._pinned.observe(lso, high):
-            _log.warning(
-                pinned_warning(pinned, self._max_timeout_ms, self._options.bootstrap_servers)
-            )
+            threshold_ms = round(self._pinned.threshold_s * 1000)
+            _log.warning(pinned_warning(pinned, threshold_ms, self._options.bootstrap_servers))
 
     def _threshold_s(self) -> float:
-        self._max_timeout_ms = self._kafka.transaction_max_timeout_ms()
-        return self._max_timeout_ms / 1000
+        """The broker's ``transaction.max.timeout.ms`` in seconds, asked when first needed."""
+        return self._kafka.transaction_max_timeout_ms() / 1000
 
     def _earliest_of_new(
         self, begin: PartitionOffsets, end: Mapping[PartitionKey, int]
@@ -343,22 +341,6 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
 
     def stop(self) -> None:
         self._kafka.close()
-
-
-def _unnamed_partitions(starting: OffsetBound, keys: list[PartitionKey]) -> SourceOptionError:
-    """The error for a JSON start that leaves out some of the partitions being read: they
-    would otherwise start somewhere the user did not choose (as in Spark)."""
-
-    def render(found: Iterable[PartitionKey]) -> str:
-        return ", ".join(describe(key) for key in sorted(found)) or "none"
-
-    named = ", ".join(f"{describe(k)}={v}" for k, v in sorted(starting.offsets.items()))
-    return SourceOptionError(
-        starting.option,
-        named,
-        f"it must name exactly the partitions being read ({render(keys)}); missing: "
-        f"{render(set(keys) - set(starting.offsets))}; not being read: none",
-    )
 
 
 def _partitions_to_start(kafka: KafkaOffsetReader, options: SourceOptions) -> list[PartitionKey]:
