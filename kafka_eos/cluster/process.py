@@ -29,6 +29,7 @@ from kafka_eos.cluster.base import (
 from kafka_eos.cluster.jars import kafka_libs
 
 _STOP_TIMEOUT_S = 30.0
+_KEYSTORE_PASSWORD = "kafka-eos-test"  # a throw-away self-signed key in the cluster's temp dir
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
@@ -42,13 +43,61 @@ def _sasl_properties(users: dict[str, str]) -> dict[str, str]:
     """The listener named SASL: SASL_PLAINTEXT with the PLAIN mechanism and these users."""
     accounts = " ".join(f'user_{name}="{password}"' for name, password in users.items())
     return {
-        "listener.security.protocol.map": "EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT,"
-        "CONTROLLER:PLAINTEXT,SASL:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl.plain.sasl.jaas.config": (
             f"org.apache.kafka.common.security.plain.PlainLoginModule required {accounts};"
         ),
     }
+
+
+def _tls_properties(keystore: Path) -> dict[str, str]:
+    """The listener named TLS: SSL with this PKCS12 keystore, no client certificates."""
+    return {
+        "listener.name.tls.ssl.keystore.location": str(keystore),
+        "listener.name.tls.ssl.keystore.type": "PKCS12",
+        "listener.name.tls.ssl.keystore.password": _KEYSTORE_PASSWORD,
+        "listener.name.tls.ssl.key.password": _KEYSTORE_PASSWORD,
+    }
+
+
+def _make_certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 made with the JDK's keytool (the brokers need a
+    JDK anyway): the brokers' PKCS12 keystore, and the certificate as PEM for clients to
+    trust (librdkafka's ``ssl.ca.location``, which checks the address against the SAN)."""
+    keytool = shutil.which("keytool")
+    if keytool is None:
+        raise RuntimeError("a TLS listener needs the JDK's keytool on PATH")
+    keystore, pem = directory / "broker.p12", directory / "ca.pem"
+    store = ["-keystore", str(keystore), "-storetype", "PKCS12", "-storepass", _KEYSTORE_PASSWORD]
+    subprocess.run(
+        [
+            keytool,
+            "-genkeypair",
+            "-alias",
+            "broker",
+            "-keyalg",
+            "RSA",
+            "-keysize",
+            "2048",
+            "-validity",
+            "7",
+            "-dname",
+            "CN=127.0.0.1",
+            "-ext",
+            "SAN=IP:127.0.0.1,DNS:localhost",
+            "-keypass",
+            _KEYSTORE_PASSWORD,
+            *store,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [keytool, "-exportcert", "-rfc", "-alias", "broker", "-file", str(pem), *store],
+        check=True,
+        capture_output=True,
+    )
+    return keystore, pem
 
 
 def _die_with_parent() -> None:
@@ -64,6 +113,7 @@ class _Node:
     internal_port: int
     controller_port: int
     sasl_port: int
+    tls_port: int
     workdir: Path
     process: subprocess.Popen[bytes] | None = None
     log: Path = field(init=False)
@@ -89,21 +139,26 @@ class ProcessCluster:
         heap: str = "-Xmx512m",
         sasl_users: dict[str, str] | None = None,
         features: Mapping[str, int] | None = None,
+        tls: bool = False,
     ) -> None:
         """``sasl_users`` (user name -> password) adds a SASL_PLAINTEXT listener with the
         PLAIN mechanism for clients (:attr:`sasl_bootstrap_servers`), beside the plaintext one
         the readiness checks and tests' own readers use. ``features`` (feature name -> level)
         are finalized when the nodes are formatted, instead of the release's defaults: e.g.
-        ``{"transaction.version": 1}`` for a 4.x cluster on transactions V1."""
+        ``{"transaction.version": 1}`` for a 4.x cluster on transactions V1. ``tls`` adds an
+        SSL listener (:attr:`tls_bootstrap_servers`) with a self-signed certificate that
+        clients trust through :attr:`tls_ca_location`."""
         self.version = version
         self.features = dict(features or {})
         self._sasl = bool(sasl_users)
+        self._tls = tls
         self._libs = kafka_libs(version)
         self._heap = heap
         self._root = Path(tempfile.mkdtemp(prefix=f"kafka-eos-{version}-"))
         self._nodes = {
             node_id: _Node(
                 node_id,
+                _free_port(),
                 _free_port(),
                 _free_port(),
                 _free_port(),
@@ -115,20 +170,34 @@ class ProcessCluster:
         voters = ",".join(
             f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self._nodes.values()
         )
+        self._ca_location: Path | None = None
+        protocols = {"EXTERNAL": "PLAINTEXT", "INTERNAL": "PLAINTEXT", "CONTROLLER": "PLAINTEXT"}
+        extra: dict[str, str] = {}
+        if sasl_users:
+            protocols["SASL"] = "SASL_PLAINTEXT"
+            extra.update(_sasl_properties(sasl_users))
+        if tls:
+            protocols["TLS"] = "SSL"
+            keystore, self._ca_location = _make_certificate(self._root)
+            extra.update(_tls_properties(keystore))
         for node in self._nodes.values():
             node.workdir.mkdir(parents=True)
             advertised = (
                 f"EXTERNAL://127.0.0.1:{node.client_port},"
                 f"INTERNAL://127.0.0.1:{node.internal_port}"
                 + (f",SASL://127.0.0.1:{node.sasl_port}" if sasl_users else "")
+                + (f",TLS://127.0.0.1:{node.tls_port}" if tls else "")
             )
             properties = {
+                "listener.security.protocol.map": ",".join(
+                    f"{k}:{v}" for k, v in protocols.items()
+                ),
                 "node.id": str(node.node_id),
                 "controller.quorum.voters": voters,
                 "listeners": f"{advertised},CONTROLLER://127.0.0.1:{node.controller_port}",
                 "advertised.listeners": advertised,
                 "log.dirs": str(node.workdir / "data"),
-                **(_sasl_properties(sasl_users) if sasl_users else {}),
+                **extra,
                 **multi_node_defaults(nodes),
                 **(broker_properties or {}),
             }
@@ -205,6 +274,20 @@ class ProcessCluster:
         if not self._sasl:
             raise RuntimeError("this cluster was started without sasl_users")
         return ",".join(f"127.0.0.1:{n.sasl_port}" for n in self._nodes.values())
+
+    @property
+    def tls_bootstrap_servers(self) -> str:
+        """The SSL listeners; only with ``tls``."""
+        if not self._tls:
+            raise RuntimeError("this cluster was started without tls")
+        return ",".join(f"127.0.0.1:{n.tls_port}" for n in self._nodes.values())
+
+    @property
+    def tls_ca_location(self) -> str:
+        """The PEM certificate a client trusts the TLS listeners with (``ssl.ca.location``)."""
+        if self._ca_location is None:
+            raise RuntimeError("this cluster was started without tls")
+        return str(self._ca_location)
 
     @property
     def node_ids(self) -> list[int]:
