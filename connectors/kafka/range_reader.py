@@ -2,9 +2,10 @@
 
 How a range ``[start, end)`` is read:
 
-1. Assign the partition at ``start`` (no group membership, no commits: the offsets live in
-   Spark's checkpoint). ``auto.offset.reset=error`` turns offsets that are gone into an error
-   instead of a silent jump, so data loss is reported as ``failOnDataLoss`` says.
+1. Assign the partition at ``start`` to the worker's consumer for it (``consumer_pool``: kept
+   from an earlier task, or new; given back unassigned). No group membership, no commits: the
+   offsets live in Spark's checkpoint. ``auto.offset.reset=error`` turns offsets that are gone
+   into an error instead of a silent jump, so data loss is reported as ``failOnDataLoss`` says.
 2. ``consume`` in batches and build one column list per field, then one
    ``pa.RecordBatch`` per about ``_BATCH_ROWS`` records: no Python tuple per row.
 3. Stop when the consumer's **position** reaches ``end``, not when a record with offset
@@ -43,11 +44,13 @@ import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from checkpoint.deadline import Deadline
+from connectors.kafka.consumer_pool import WORKER_POOL, ConsumerPool
 from connectors.kafka.offsets import describe
 from connectors.kafka.ranges import OffsetRange
 from connectors.kafka.source_client import (
     UNKNOWN_PARTITION,
     confirmed_absent,
+    consumer_identity,
     is_transient,
     open_consumer,
 )
@@ -67,22 +70,33 @@ _ENDED_ANSWERS = 3
 # Step 3: end-of-partition events tell where librdkafka's fetch position is (the source
 # rejects the key as a user option: it owns it).
 READER_SETTINGS: dict[str, object] = {"enable.partition.eof": True}
+_FETCH_WAIT_MS = 5
 
 _log = logging.getLogger(__name__)
 
 
 def read_range(
-    offset_range: OffsetRange, options: SourceOptions, group_id: str, schema: pa.Schema
+    offset_range: OffsetRange,
+    options: SourceOptions,
+    group_id: str,
+    schema: pa.Schema,
+    *,
+    pool: ConsumerPool = WORKER_POOL,
 ) -> Iterator[pa.RecordBatch]:
-    """Every record of ``offset_range`` the isolation level lets through, in offset order."""
-    consumer = open_consumer(options, group_id, **READER_SETTINGS)
+    """Every record of ``offset_range`` the isolation level lets through, in offset order.
+
+    The consumer comes from ``pool``: the worker's consumer for this configuration and
+    partition, kept from an earlier task, or a new one.
+    """
+    settings = reader_settings(options)
 
     def uncommitted() -> Consumer:
         # The log end a loss is measured against is the high watermark, which a consumer
         # asks for only under read_uncommitted (read_committed gives the last stable offset).
         return open_consumer(options, group_id, **{"isolation.level": "read_uncommitted"})
 
-    try:
+    key = (consumer_identity(options, group_id, **settings), offset_range.key)
+    with pool.lend(key, lambda: open_consumer(options, group_id, **settings)) as consumer:
         read = _RangeRead(
             consumer,
             offset_range,
@@ -92,8 +106,19 @@ def read_range(
             uncommitted=None if options.isolation_level == "read_uncommitted" else uncommitted,
         )
         yield from read.batches()
-    finally:
-        consumer.close()
+
+
+def reader_settings(options: SourceOptions) -> dict[str, object]:
+    """What a range reader's consumer sets beyond :func:`consumer_config`.
+
+    ``enable.partition.eof`` (step 3) is the source's own. ``fetch.wait.max.ms`` is only a
+    default, below librdkafka's 500 ms: every offset of a range exists when it is read, so the
+    broker holds a fetch open only at a log end past the range, where nothing is wanted, and
+    the next range a pooled consumer reads waits for that fetch to come back.
+    """
+    if "fetch.wait.max.ms" in options.client_config:
+        return dict(READER_SETTINGS)
+    return {**READER_SETTINGS, "fetch.wait.max.ms": _FETCH_WAIT_MS}
 
 
 class _RangeRead:

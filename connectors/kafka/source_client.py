@@ -128,6 +128,13 @@ def consumer_config(options: SourceOptions, group_id: str) -> dict[str, object]:
     }
 
 
+def consumer_identity(options: SourceOptions, group_id: str, **settings: object) -> tuple:
+    """The librdkafka configuration :func:`open_consumer` gives, as a hashable key: consumers
+    with equal identities are interchangeable."""
+    config = {**consumer_config(options, group_id), **settings}
+    return tuple(sorted((key, str(value)) for key, value in config.items()))
+
+
 def open_consumer(options: SourceOptions, group_id: str, **settings: object) -> Consumer:
     """A confluent-kafka consumer whose logs go to Python logging, not straight to stderr.
 

@@ -12,6 +12,7 @@ from kafka_metadata import FakeMetadata, FakeTopic
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from connectors.kafka import range_reader, source_client
+from connectors.kafka.consumer_pool import ConsumerPool
 from connectors.kafka.range_reader import _RangeRead
 from connectors.kafka.ranges import OffsetRange
 from connectors.kafka.source_errors import DataLossError, KafkaSourceError
@@ -249,6 +250,9 @@ class _Closable(FakeConsumer):
     def close(self) -> None:
         pass
 
+    def unassign(self) -> None:
+        pass
+
 
 def read_range_of(
     monkeypatch: pytest.MonkeyPatch, opts: dict[str, str], answer: Callable[[], FakeConsumer]
@@ -264,7 +268,11 @@ def read_range_of(
     monkeypatch.setattr(range_reader, "open_consumer", open_consumer)
     schema = to_arrow_schema(source_schema(opts), timezone="UTC")
     batches = range_reader.read_range(
-        OffsetRange("t", 0, 0, 9), parse_options(opts, streaming=True), "g", schema
+        OffsetRange("t", 0, 0, 9),
+        parse_options(opts, streaming=True),
+        "g",
+        schema,
+        pool=ConsumerPool(capacity=0),
     )
     return [o for batch in batches for o in batch.column("offset").to_pylist()], opened
 
@@ -275,7 +283,7 @@ def test_tasks_ask_librdkafka_for_end_of_partition_events(monkeypatch: pytest.Mo
         monkeypatch, opts, lambda: _Closable([[*records(0, 3), end_of_partition(9)]])
     )
     assert read_offsets == [0, 1, 2]
-    assert opened[0] == {"enable.partition.eof": True}
+    assert opened[0] == {"enable.partition.eof": True, "fetch.wait.max.ms": 20}
 
 
 # A stall at or past the log end (issue 13, finding 3): the topic recreated with fewer

@@ -1,0 +1,211 @@
+"""A worker's pooled range-reader consumers on real Kafka (issue 13, finding 5), without Spark.
+
+A pooled consumer must read each range exactly as a new one would: whatever the range before
+it was (ahead, behind, overlapping, to the log end), however it ended (whole, stopped early),
+and under ``read_committed`` with a transaction in the log. A read that failed must not hand
+its consumer on, reads of other configurations or partitions must not share one, and a
+consumer given back must stop fetching: what it fetches past its range's end is capped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from connectors.kafka import range_reader
+from connectors.kafka.consumer_pool import ConsumerPool
+from connectors.kafka.range_reader import read_range
+from connectors.kafka.ranges import OffsetRange
+from connectors.kafka.source_errors import DataLossError
+from connectors.kafka.source_options import parse_options
+from connectors.spark.source import source_schema
+from integration_tests.source.conftest import produce, transaction
+from kafka_eos.cluster import KafkaCluster
+
+pytestmark = [pytest.mark.kafka]
+
+
+class Opened:
+    """The range consumers ``read_range`` opens (each a real one; not the clients a range
+    opens to ask for watermarks or metadata, which are not pooled)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, **extra: object) -> None:
+        self.consumers: list[Any] = []
+        real = range_reader.open_consumer
+
+        def opening(options: object, group_id: str, **settings: object) -> Any:
+            if "enable.partition.eof" not in settings:
+                return real(options, group_id, **settings)
+            consumer = real(options, group_id, **settings, **extra)
+            self.consumers.append(consumer)
+            return consumer
+
+        monkeypatch.setattr(range_reader, "open_consumer", opening)
+
+    def __len__(self) -> int:
+        return len(self.consumers)
+
+
+def reader(
+    bootstrap: str, topic: str, pool: ConsumerPool, *, group: str | None = None, **extra: str
+) -> Callable[..., list[int]]:
+    """``read(start, end, partition=0)``: the offsets ``read_range`` returns, through ``pool``."""
+    opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, **extra}
+    options = parse_options(opts, streaming=True)
+    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
+    group_id = group or f"g-{uuid.uuid4()}"
+
+    def read(start: int, end: int, partition: int = 0) -> list[int]:
+        piece = OffsetRange(topic, partition, start, end)
+        batches = read_range(piece, options, group_id, schema, pool=pool)
+        return [o for batch in batches for o in batch.column("offset").to_pylist()]
+
+    return read
+
+
+def test_one_consumer_reads_every_range_whatever_came_before(
+    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranges ahead of, behind and inside the one before, and ranges to the log end (where
+    the consumer has fetched past the range end and queued an end-of-partition event)."""
+    bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
+    produce(bootstrap, topic, range(300), partition=0)
+    opened, pool = Opened(monkeypatch), ConsumerPool()
+    read = reader(bootstrap, topic, pool)
+    for start, end in [(0, 300), (50, 150), (0, 10), (290, 300), (100, 200), (0, 300), (5, 6)]:
+        assert read(start, end) == list(range(start, end)), (start, end)
+    assert len(opened) == 1
+    assert len(pool) == 1
+    pool.close()
+
+
+def test_under_read_committed_a_pooled_consumer_skips_aborted_records_and_markers(
+    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Offsets 0-9 committed (marker 10), 11-20 aborted (marker 21), 22-31 committed (marker
+    32): every range gives exactly its committed offsets, those ending in aborted records too.
+    """
+    bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
+    transaction(bootstrap, topic, range(10), commit=True, partition=0)
+    transaction(bootstrap, topic, range(10, 20), commit=False, partition=0)
+    transaction(bootstrap, topic, range(20, 30), commit=True, partition=0)
+    committed = [*range(0, 10), *range(22, 32)]
+    opened, pool = Opened(monkeypatch), ConsumerPool()
+    read = reader(bootstrap, topic, pool, **{"kafka.isolation.level": "read_committed"})
+    for start, end in [(0, 33), (5, 21), (0, 33), (11, 25), (15, 22), (25, 33), (0, 10)]:
+        assert read(start, end) == [o for o in committed if start <= o < end], (start, end)
+    assert len(opened) == 1
+    pool.close()
+
+
+def test_a_read_stopped_early_gives_its_consumer_back_for_a_whole_next_read(
+    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
+    produce(bootstrap, topic, range(300), partition=0)
+    monkeypatch.setattr(range_reader, "_BATCH_ROWS", 50)
+    opened, pool = Opened(monkeypatch), ConsumerPool()
+    opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
+    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
+    group = f"g-{uuid.uuid4()}"
+    batches = read_range(
+        OffsetRange(topic, 0, 0, 300),
+        parse_options(opts, streaming=True),
+        group,
+        schema,
+        pool=pool,
+    )
+    first: pa.RecordBatch = next(batches)
+    assert first.column("offset").to_pylist()[0] == 0
+    batches.close()  # Spark closes the iterator of a task that stops early (a limit)
+    assert len(pool) == 1
+    assert reader(bootstrap, topic, pool, group=group)(0, 300) == list(range(300))
+    assert len(opened) == 1
+    pool.close()
+
+
+def test_a_failed_read_closes_its_consumer_instead_of_handing_it_on(
+    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
+    produce(bootstrap, topic, range(200), partition=0)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 100)]).values():
+        future.result(timeout=30)
+    opened, pool = Opened(monkeypatch), ConsumerPool()
+    read = reader(bootstrap, topic, pool, group="g-failing", failOnDataLoss="true")
+    with pytest.raises(DataLossError, match=r"offsets \[0, 100\)"):
+        read(0, 200)
+    assert len(pool) == 0
+    assert read(100, 200) == list(range(100, 200))
+    assert len(opened) == 2
+    pool.close()
+
+
+def test_other_configurations_and_partitions_get_their_own_consumers(
+    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=2)
+    produce(bootstrap, topic, range(10), partition=0)
+    produce(bootstrap, topic, range(10), partition=1)
+    opened, pool = Opened(monkeypatch), ConsumerPool()
+    committed = reader(bootstrap, topic, pool, group="g-same")
+    uncommitted = reader(
+        bootstrap, topic, pool, group="g-same", **{"kafka.isolation.level": "read_uncommitted"}
+    )
+    other_group = reader(bootstrap, topic, pool, group="g-other")
+    for _ in range(2):
+        assert committed(0, 10) == list(range(10))
+        assert committed(0, 10, partition=1) == list(range(10))
+        assert uncommitted(0, 10) == list(range(10))
+        assert other_group(0, 10) == list(range(10))
+    assert len(opened) == 4
+    assert len(pool) == 4
+    pool.close()
+
+
+def test_a_consumer_given_back_fetches_nothing_past_its_range(
+    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 100-record range of a 20 MB partition: a consumer left assigned would go on
+    prefetching (librdkafka queues up to 64 MB); given back unassigned, what it fetched is
+    what was in flight when the range ended, a fetch or two of ``max.partition.fetch.bytes``
+    (1 MiB)."""
+    bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
+    produce_large(bootstrap, topic, records=20_000, size=1000)
+    received: list[int] = []
+
+    def stats(text: str) -> None:
+        received.append(json.loads(text)["rxmsg_bytes"])
+
+    opened, pool = (
+        Opened(monkeypatch, **{"statistics.interval.ms": 100, "stats_cb": stats}),
+        ConsumerPool(),
+    )
+    assert reader(bootstrap, topic, pool)(0, 100) == list(range(100))
+    [consumer] = opened.consumers
+    assert len(pool) == 1
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        consumer.poll(0.1)  # serves the statistics callback; the consumer is unassigned
+    assert received, "no statistics"
+    assert received[-1] <= 3 * 2**20, f"fetched {received[-1]} bytes for 100 records"
+    pool.close()
+
+
+def produce_large(bootstrap: str, topic: str, *, records: int, size: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for n in range(records):
+        producer.produce(topic, key=str(n).encode(), value=b"x" * size, partition=0)
+        if n % 5000 == 0:
+            producer.flush(60)
+    assert producer.flush(60) == 0
