@@ -1,7 +1,8 @@
 """Kafka metadata that lies exactly once, on top of a real broker.
 
 :class:`LyingConsumer` wraps a real confluent-kafka consumer: one ``list_topics`` answer leaves
-a topic out (a listing of all topics) or calls it unknown (a lookup by name), as a broker that
+a topic out (a listing of all topics) or calls it unknown (a lookup by name; :class:`LyingAdmin`
+does the same to a ``describe_topics`` answer), as a broker that
 has not learnt of the topic yet, or a brief ACL change, would; one ``consume`` can carry an
 "unknown topic or partition" error between real records. Every other call, and every record,
 is the real Kafka's.
@@ -21,10 +22,11 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import TopicMetadata
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
@@ -128,6 +130,26 @@ class LyingConsumer:
         return claim(self._metadata_switch)
 
 
+class LyingAdmin:
+    """A real admin client whose next ``describe_topics`` after ``switch`` is claimed says
+    ``topic`` does not exist, as :class:`LyingConsumer` does for a lookup by name."""
+
+    def __init__(self, admin: Any, topic: str, switch: str | None) -> None:
+        self._admin, self._topic, self._switch = admin, topic, switch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._admin, name)
+
+    def describe_topics(self, topics: Any, **kwargs: Any) -> dict[str, Future]:
+        answers = self._admin.describe_topics(topics, **kwargs)
+        if self._topic not in answers or not claim(self._switch):
+            return answers
+        unknown: Future = Future()
+        unknown.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+        _tell(self._switch or "", f"answered UNKNOWN_TOPIC_OR_PART for {self._topic}")
+        return {**answers, self._topic: unknown}
+
+
 class _LyingOffsetReader(KafkaOffsetReader):
     def __init__(self, reader: KafkaOffsetReader, topic: str, switch: str | None) -> None:
         super().__init__(reader._options, reader._group_id)
@@ -135,6 +157,9 @@ class _LyingOffsetReader(KafkaOffsetReader):
 
     def _client(self) -> Any:
         return LyingConsumer(super()._client(), self._lie_topic, metadata_switch=self._lie_switch)
+
+    def _admin(self) -> Any:
+        return LyingAdmin(super()._admin(), self._lie_topic, self._lie_switch)
 
 
 class _LyingStreamReader(KafkaStreamReader):

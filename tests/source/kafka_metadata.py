@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import Future
 from types import SimpleNamespace
+from typing import Any
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 
 
 class FakeTopic:
@@ -40,7 +42,30 @@ class FakeMetadata:
 UNKNOWN = KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
-class FakeCluster:
+class DescribesTopics:
+    """``describe_topics`` (the admin client's one Metadata request for several topics) from
+    one ``list_topics`` answer of the fake it is mixed into: so one scripted answer serves one
+    request, whichever way the reader asks."""
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        raise NotImplementedError
+
+    def describe_topics(self, topics: TopicCollection, **kwargs: object) -> dict[str, Future]:
+        listing = self.list_topics(None).topics
+        answers: dict[str, Future] = {}
+        for name in topics.topic_names:
+            answer: Future = Future()
+            topic = listing.get(name, FakeTopic([], UNKNOWN))
+            if topic.error is not None:
+                answer.set_exception(KafkaException(topic.error))
+            else:
+                partitions = [SimpleNamespace(id=p) for p in topic.partitions]
+                answer.set_result(SimpleNamespace(name=name, partitions=partitions))
+            answers[name] = answer
+        return answers
+
+
+class FakeCluster(DescribesTopics):
     """A consumer for a real ``KafkaOffsetReader``: metadata and latest offsets from
     ``latest``; ``lie_about`` leaves a topic out of the next metadata answer only."""
 

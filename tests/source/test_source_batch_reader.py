@@ -24,6 +24,9 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
         def _client(self) -> FakeCluster:  # type: ignore[override]
             return fake
 
+        def _admin(self) -> FakeCluster:  # type: ignore[override]
+            return fake
+
     monkeypatch.setattr(source, "KafkaOffsetReader", OverFake)
     return fake
 

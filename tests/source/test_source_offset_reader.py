@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
-from kafka_metadata import FakeMetadata, FakeTopic
+from kafka_metadata import DescribesTopics, FakeMetadata, FakeTopic
 
 from connectors.kafka import source_client
 from connectors.kafka.offset_reader import KafkaOffsetReader
@@ -16,7 +16,7 @@ from connectors.kafka.source_errors import KafkaSourceError
 from connectors.kafka.source_options import parse_options
 
 
-class FakeConsumer:
+class FakeConsumer(DescribesTopics):
     """Each call takes the next scripted answer; the last one repeats."""
 
     def __init__(
@@ -58,6 +58,7 @@ def reader(consumer: FakeConsumer, **options: str) -> KafkaOffsetReader:
     opts = {"kafka.bootstrap.servers": "k:9092", "kafka.default.api.timeout.ms": "3000"}
     kafka = KafkaOffsetReader(parse_options({**opts, **options}, streaming=True), "g")
     kafka._consumer = consumer  # type: ignore[assignment]
+    kafka._admin_client = consumer  # type: ignore[assignment]
     return kafka
 
 

@@ -272,6 +272,7 @@ class TestPartitionUnknownForOneAnswer:
         del merged["subscribe"]
         stream = KafkaStreamReader(merged, source_schema(merged))
         stream._kafka._consumer = cluster  # type: ignore[assignment]
+        stream._kafka._admin_client = cluster  # type: ignore[assignment]
         stream._kafka._uncommitted = cluster  # type: ignore[assignment]  # no LSO pinned here
         return stream
 
@@ -352,6 +353,7 @@ class TestBatch0ReplayedAfterPartitionsWereAdded:
         merged = {**OPTIONS, **options}
         stream = KafkaStreamReader(merged, source_schema(merged))
         stream._kafka._consumer = cluster  # type: ignore[assignment]
+        stream._kafka._admin_client = cluster  # type: ignore[assignment]
         # Starting timestamps are looked up under read_uncommitted, by a second consumer.
         stream._kafka._uncommitted = cluster  # type: ignore[assignment]
         return stream
@@ -415,6 +417,7 @@ class TestBatch0ReplayedAfterPartitionsWereAdded:
         del merged["subscribe"]
         stream = KafkaStreamReader(merged, source_schema(merged))
         stream._kafka._consumer = cluster  # type: ignore[assignment]
+        stream._kafka._admin_client = cluster  # type: ignore[assignment]
         stream._kafka._uncommitted = cluster  # type: ignore[assignment]  # no LSO pinned here
         initial = stream.initialOffset()
         cluster.latest = {("o-1", 0): 10}  # o-2 deleted: every answer says so

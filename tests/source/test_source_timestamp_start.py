@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import TopicPartition
-from kafka_metadata import FakeMetadata, FakeTopic
+from kafka_metadata import DescribesTopics, FakeMetadata, FakeTopic
 
 from connectors.kafka.offset_reader import KafkaOffsetReader, start_by_timestamp
 from connectors.kafka.offsets import PartitionKey
@@ -30,7 +30,7 @@ class Log:
         self.lso, self.high, self.match = lso, high, match
 
 
-class TimedConsumer:
+class TimedConsumer(DescribesTopics):
     """Answers ListOffsets the way a broker does under its isolation level."""
 
     def __init__(self, log: Log, isolation: str) -> None:
@@ -86,6 +86,7 @@ def reader(
     committed = TimedConsumer(log, parsed.isolation_level)
     uncommitted = TimedConsumer(log, "read_uncommitted")
     kafka._consumer = committed  # type: ignore[assignment]
+    kafka._admin_client = committed  # type: ignore[assignment]
     kafka._uncommitted = uncommitted  # type: ignore[assignment]
     return kafka, committed, uncommitted
 
