@@ -35,10 +35,10 @@ from checkpoint.deadline import Deadline, call_with_retries
 from connectors.kafka.lag import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 from connectors.kafka.offsets import EARLIEST, LATEST, PartitionKey, PartitionOffsets, describe
 from connectors.kafka.source_client import (
-    LIBRDKAFKA_LOGGER,
     UNKNOWN_PARTITION,
     confirmed_absent,
     is_transient,
+    open_admin,
     open_consumer,
 )
 from connectors.kafka.source_errors import KafkaSourceError, SourceOptionError
@@ -280,13 +280,7 @@ class KafkaOffsetReader:
         """The admin client for Metadata by topic names (a consumer asks one topic per
         request) and for broker configs, opened at the first need."""
         if self._admin_client is None:
-            self._admin_client = AdminClient(
-                {
-                    **self._options.client_config,
-                    "bootstrap.servers": self._options.bootstrap_servers,
-                    "logger": LIBRDKAFKA_LOGGER,
-                }
-            )
+            self._admin_client = open_admin(self._options)
         return self._admin_client
 
     def latest(self, keys: Iterable[PartitionKey]) -> PartitionOffsets:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
 
 from checkpoint.deadline import Clock, Deadline
 from connectors.kafka.offsets import PartitionKey, describe
@@ -145,14 +146,32 @@ def open_consumer(options: SourceOptions, group_id: str, **settings: object) -> 
     try:
         return Consumer(config)
     except KafkaException as exc:
-        keys = ", ".join(f"kafka.{key}" for key in sorted(options.client_config)) or "none"
-        raise SourceOptionError(
-            "kafka.*",
-            keys,
-            f"librdkafka rejected the client configuration: {exc.args[0].str()}. Options "
-            "prefixed kafka. are passed to librdkafka without the prefix, so they must use "
-            "librdkafka's names (see librdkafka's CONFIGURATION.md), not the Java client's",
-        ) from exc
+        raise _rejected(options, exc) from exc
+
+
+def open_admin(options: SourceOptions) -> AdminClient:
+    """An admin client with the query's ``kafka.*`` options, for the driver's requests a
+    consumer cannot send (metadata of several topics at once, broker configs)."""
+    config = {
+        **options.client_config,
+        "bootstrap.servers": options.bootstrap_servers,
+        "logger": LIBRDKAFKA_LOGGER,
+    }
+    try:
+        return AdminClient(config)
+    except KafkaException as exc:
+        raise _rejected(options, exc) from exc
+
+
+def _rejected(options: SourceOptions, exc: KafkaException) -> SourceOptionError:
+    keys = ", ".join(f"kafka.{key}" for key in sorted(options.client_config)) or "none"
+    return SourceOptionError(
+        "kafka.*",
+        keys,
+        f"librdkafka rejected the client configuration: {exc.args[0].str()}. Options "
+        "prefixed kafka. are passed to librdkafka without the prefix, so they must use "
+        "librdkafka's names (see librdkafka's CONFIGURATION.md), not the Java client's",
+    )
 
 
 def is_transient(error: KafkaError) -> bool:

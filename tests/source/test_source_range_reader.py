@@ -283,7 +283,15 @@ def test_tasks_ask_librdkafka_for_end_of_partition_events(monkeypatch: pytest.Mo
         monkeypatch, opts, lambda: _Closable([[*records(0, 3), end_of_partition(9)]])
     )
     assert read_offsets == [0, 1, 2]
-    assert opened[0] == {"enable.partition.eof": True, "fetch.wait.max.ms": 20}
+    assert opened[0] == {"enable.partition.eof": True, "fetch.wait.max.ms": 5}
+
+
+def test_a_users_fetch_wait_max_ms_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    opts = {**BASE, "kafkaConsumer.pollTimeoutMs": "300", "kafka.fetch.wait.max.ms": "250"}
+    _, opened = read_range_of(
+        monkeypatch, opts, lambda: _Closable([[*records(0, 3), end_of_partition(9)]])
+    )
+    assert opened[0] == {"enable.partition.eof": True}  # 250 comes with the user's options
 
 
 # A stall at or past the log end (issue 13, finding 3): the topic recreated with fewer
