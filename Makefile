@@ -12,7 +12,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export TESTCONTAINERS_RYUK_DISABLED := true
 
 .PHONY: demo test venv kafka-jars docker-engine images check unit integration \
-	test-faults-removed stop-docker clean
+	test-faults-removed bench stop-docker clean
 
 demo: venv kafka-jars
 	@echo "==> kafka-eos demo (embedded Kafka + Spark local[*])"
@@ -63,6 +63,14 @@ test-faults-removed: venv kafka-jars images
 	KAFKA_EOS_TEST_REMOVE_FAULTS=1 $(BIN)/python -m pytest -p integration_tests.faults_removed \
 		integration_tests/sink/test_fault_matrix.py integration_tests/sink/test_sink_failures.py \
 		integration_tests/sink/test_sink_auth.py -k "not kafka-3.9.2" -q -rA
+
+# Not in `make test`: measurements, not tests. Each suite rewrites its own section of
+# docs/benchmarks.md (about 10 min for the pipeline, 2 min for the source); run on an idle machine.
+bench: venv kafka-jars
+	@echo "==> benchmarks (docs/benchmarks.md)"
+	$(BIN)/kafka-eos bench --records 100000 --batches 10 --repeats 2 --output docs/benchmarks.md
+	$(BIN)/kafka-eos bench --suite source --tasks 200 --triggers 20 --repeats 3 \
+		--output docs/benchmarks.md
 
 stop-docker:
 	@scripts/docker-engine.sh stop

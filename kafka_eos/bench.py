@@ -141,7 +141,7 @@ def _measure(run: DemoRun, guarantee: str) -> Measurement:
 def render(
     measurements: list[Measurement], command: str, records: int, batches: int, kafka: str
 ) -> str:
-    """The Markdown of docs/benchmarks.md: the exact command, the machine, medians, ratios."""
+    """The section of docs/benchmarks.md: the exact command, the machine, medians, ratios."""
     by_guarantee = {
         g: [m for m in measurements if m.guarantee == g]
         for g in GUARANTEES
@@ -153,7 +153,7 @@ def render(
     }
     base_rate, base_rss = median_rate["none"], median_rss["none"]
     lines = [
-        "# Benchmarks",
+        "## Pipeline: each delivery guarantee",
         "",
         "Written by `kafka-eos bench`; regenerate with:",
         "",

@@ -1,4 +1,8 @@
-"""``kafka-eos bench``: throughput and memory of each delivery guarantee, side by side."""
+"""``kafka-eos bench``: side-by-side measurements, each suite a section of one report.
+
+``--suite pipeline`` (the default): throughput and memory of each delivery guarantee.
+``--suite source``: what a source task and a trigger cost (``kafka_eos.bench_source``).
+"""
 
 from __future__ import annotations
 
@@ -18,10 +22,20 @@ from kafka_eos.commands._cluster import embedded_or_external_kafka
 @click.option("--batches", default=10, show_default=True, type=click.IntRange(1, 100))
 @click.option("--repeats", default=2, show_default=True, type=click.IntRange(min=1))
 @click.option(
+    "--suite",
+    type=click.Choice(["pipeline", "source"]),
+    default="pipeline",
+    show_default=True,
+    help="pipeline: each delivery guarantee; source: the cost of a task and of a trigger.",
+)
+@click.option("--tasks", default=200, show_default=True, type=click.IntRange(min=10))
+@click.option("--triggers", default=20, show_default=True, type=click.IntRange(min=5))
+@click.option(
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Write the Markdown report here (e.g. docs/benchmarks.md).",
+    help="Write the suite's section of this Markdown report (e.g. docs/benchmarks.md), "
+    "keeping the other suites' sections.",
 )
 def command(
     bootstrap_servers: str | None,
@@ -29,19 +43,45 @@ def command(
     records: int,
     batches: int,
     repeats: int,
+    suite: str,
+    tasks: int,
+    triggers: int,
     output: Path | None,
 ) -> None:
-    """Run the demo job under none, at_least_once and exactly_once; compare rows/s and RSS."""
-    from kafka_eos.bench import render, run_bench, show
-
-    with tempfile.TemporaryDirectory(prefix="kafka-eos-bench-") as workdir:
-        measurements = run_bench(
-            bootstrap_servers, kafka_version, records, batches, repeats, Path(workdir)
-        )
-    show(measurements)
+    """Measure side by side: the demo job under none, at_least_once and exactly_once (rows/s
+    and RSS), or a source task and trigger (``--suite source``: embedded Kafka only)."""
     invocation = shlex.join(["kafka-eos", *sys.argv[1:]])
-    report = render(measurements, invocation, records, batches, kafka_version)
+    if suite == "source":
+        from kafka_eos import bench_source
+
+        if bootstrap_servers is not None:
+            raise click.UsageError("--suite source starts its own Kafka (with a TLS listener)")
+        rows = bench_source.run_source_bench(kafka_version, tasks, triggers, repeats)
+        report = bench_source.render(rows, invocation, kafka_version, tasks, triggers)
+    else:
+        from kafka_eos.bench import render, run_bench, show
+
+        with tempfile.TemporaryDirectory(prefix="kafka-eos-bench-") as workdir:
+            measurements = run_bench(
+                bootstrap_servers, kafka_version, records, batches, repeats, Path(workdir)
+            )
+        show(measurements)
+        report = render(measurements, invocation, records, batches, kafka_version)
     click.echo(report)
     if output is not None:
-        output.write_text(report)
+        write_section(output, suite, report)
         click.echo(f"written to {output}")
+
+
+def write_section(path: Path, suite: str, markdown: str) -> None:
+    """Put ``markdown`` in ``path`` between this suite's markers, in place of what was there,
+    or at the end; the rest of the file is kept."""
+    begin, end = f"<!-- bench --suite {suite} -->", f"<!-- end bench --suite {suite} -->"
+    section = f"{begin}\n{markdown.rstrip()}\n{end}\n"
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + section + rest.split(end, 1)[1].lstrip("\n")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
