@@ -14,7 +14,8 @@ The rules:
   nothing, so what it fetched past its range's end is at most the fetch that was in flight.
 - A read that failed closes its consumer instead of giving it back (its state is unknown); a
   read stopped early (Spark closed the iterator) gives it back: unassigning drops what it had
-  queued, and librdkafka's assignment versions drop any answer still in flight.
+  queued, and librdkafka's assignment versions drop any answer still in flight. The reader's
+  ``release`` may refuse to keep a consumer (the range reader's does after a data loss).
 - Idle consumers are closed after ``idle_s``, and the least recently used beyond
   ``capacity``, whenever a consumer is lent or given back. A worker that runs no more tasks
   keeps its idle consumers until Spark stops it (as an idle worker) or the executor ends:
@@ -41,6 +42,11 @@ CAPACITY = 16
 IDLE_S = 300.0
 
 
+def _unassign(consumer: Consumer) -> bool:
+    consumer.unassign()
+    return True
+
+
 class ConsumerPool:
     """Idle consumers by key, least recently given back first."""
 
@@ -55,19 +61,28 @@ class ConsumerPool:
         self._serial = 0  # tells apart idle consumers of one key (two reads at once)
 
     @contextmanager
-    def lend(self, key: Hashable, open_consumer: Callable[[], Consumer]) -> Iterator[Consumer]:
-        """An idle consumer of ``key``, or a new one from ``open_consumer``, for one read."""
+    def lend(
+        self,
+        key: Hashable,
+        open_consumer: Callable[[], Consumer],
+        release: Callable[[Consumer], bool] = _unassign,
+    ) -> Iterator[Consumer]:
+        """An idle consumer of ``key``, or a new one from ``open_consumer``, for one read.
+
+        When the read ends, ``release`` readies the consumer for the next read (unassigns
+        it) and says whether it may be kept; if not, or if it raises, it is closed.
+        """
         consumer = self._take(key) or open_consumer()
         try:
             yield consumer
         except GeneratorExit:  # the reader's iterator was closed early: a clean stop
-            self._give_back(key, consumer)
+            self._give_back(key, consumer, release)
             raise
         except BaseException:
             _close(consumer)
             raise
         else:
-            self._give_back(key, consumer)
+            self._give_back(key, consumer, release)
 
     def close(self) -> None:
         """Close every idle consumer."""
@@ -88,11 +103,15 @@ class ConsumerPool:
             _close(consumer)
         return taken
 
-    def _give_back(self, key: Hashable, consumer: Consumer) -> None:
+    def _give_back(
+        self, key: Hashable, consumer: Consumer, release: Callable[[Consumer], bool]
+    ) -> None:
         try:
-            consumer.unassign()
+            keep = release(consumer)
         except (KafkaException, RuntimeError) as exc:  # RuntimeError: already closed
             _log.info("kafka-eos source: not keeping a consumer that failed to unassign: %s", exc)
+            keep = False
+        if not keep:
             _close(consumer)
             return
         with self._lock:

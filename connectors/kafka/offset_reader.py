@@ -63,6 +63,9 @@ _RETRIABLE_PARTITION_ERRORS = frozenset(
         KafkaError.REPLICA_NOT_AVAILABLE,
         KafkaError.KAFKA_STORAGE_ERROR,
         KafkaError.UNKNOWN_TOPIC_OR_PART,
+        # librdkafka's answer, without a request, for a partition its metadata cache lacks:
+        # one added since the cache was filled (list_offsets refreshes it before the retry).
+        KafkaError._UNKNOWN_PARTITION,
     }
 )
 T = TypeVar("T")
@@ -267,6 +270,8 @@ class KafkaOffsetReader:
                 found[name] = frozenset(p.id for p in answer.result(timeout=remaining).partitions)
             except KafkaException as exc:
                 self._topic_error(name, exc.args[0])
+            except TimeoutError:  # Python's wait ended just before librdkafka's: retried
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT)) from None
         return found
 
     def _topic_error(self, name: str, error: KafkaError) -> None:
@@ -327,13 +332,35 @@ class KafkaOffsetReader:
         client = self._uncommitted_client if uncommitted else self._client
 
         def lookup(remaining: float) -> PartitionOffsets:
-            answer = client().offsets_for_times(request, timeout=remaining)
-            for tp in answer:
-                if tp.error is not None:
-                    raise KafkaException(tp.error)
+            try:
+                answer = client().offsets_for_times(request, timeout=remaining)
+                for tp in answer:
+                    if tp.error is not None:
+                        raise KafkaException(tp.error)
+            except KafkaException:
+                self._refresh(client(), {topic for topic, _ in query}, remaining)
+                raise  # retried if retriable
             return {(tp.topic, tp.partition): tp.offset for tp in answer}
 
         return self._call("list offsets", lookup)
+
+    @staticmethod
+    def _refresh(client: Consumer, topics: Iterable[str], remaining: float) -> None:
+        """Refresh ``client``'s metadata of ``topics`` after a failed ListOffsets.
+
+        librdkafka sends ListOffsets to the leaders its metadata cache names, and keeps that
+        cache for ``metadata.max.age.ms`` (15 min) unless an answer says "not leader". The
+        consumer no longer asks for the subscribed topics' metadata itself (:meth:`_topics`
+        asks the admin client, one request for all), so a partition added since answers
+        ``_UNKNOWN_PARTITION`` locally, and a leader whose broker is down for good is asked
+        again and again. Asking the topics anew updates the cache before the retry.
+        """
+        for topic in sorted(topics):
+            try:
+                client.list_topics(topic, timeout=remaining)
+            except KafkaException as exc:
+                _log.info("kafka-eos source: refreshing %s's metadata failed: %s", topic, exc)
+                return
 
     def resolve(
         self, bound: OffsetBound, keys: list[PartitionKey], *, keep_latest: bool = False

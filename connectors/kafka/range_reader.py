@@ -71,6 +71,9 @@ _ENDED_ANSWERS = 3
 # rejects the key as a user option: it owns it).
 READER_SETTINGS: dict[str, object] = {"enable.partition.eof": True}
 _FETCH_WAIT_MS = 5
+# How long a consumer given back may take to reset its position before it is closed instead.
+_RELEASE_S = 0.1
+_RELEASE_POLL_S = 0.002
 
 _log = logging.getLogger(__name__)
 
@@ -96,7 +99,24 @@ def read_range(
         return open_consumer(options, group_id, **{"isolation.level": "read_uncommitted"})
 
     key = (consumer_identity(options, group_id, **settings), offset_range.key)
-    with pool.lend(key, lambda: open_consumer(options, group_id, **settings)) as consumer:
+    partition = TopicPartition(offset_range.topic, offset_range.partition)
+    read: _RangeRead | None = None
+
+    def release(consumer: Consumer) -> bool:
+        """Unassign; keep the consumer only if it saw no loss (``_RangeRead._report_loss``)
+        and nothing of this range can reach the next: librdkafka resets the position once
+        the partition's fetcher has stopped, shortly after ``unassign`` returns, and a
+        position left from this range would end a lower next range early."""
+        consumer.unassign()
+        settled = Deadline(_RELEASE_S)
+        while consumer.position([partition])[0].offset >= 0:
+            if settled.expired():
+                return False
+            time.sleep(_RELEASE_POLL_S)
+        return not (read is not None and read.saw_loss)
+
+    opened = lambda: open_consumer(options, group_id, **settings)  # noqa: E731
+    with pool.lend(key, opened, release) as consumer:
         read = _RangeRead(
             consumer,
             offset_range,
@@ -147,6 +167,7 @@ class _RangeRead:
         self._options = options
         self._columns = _Columns(offset_range.topic, offset_range.partition, schema)
         self._tp = TopicPartition(offset_range.topic, offset_range.partition)
+        self.saw_loss = False
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         try:
@@ -219,6 +240,9 @@ class _RangeRead:
                     f"{self._options.poll_timeout_s * 1000:.0f}: the broker is unreachable or "
                     "slow. Check the broker, or raise kafkaConsumer.pollTimeoutMs"
                 )
+        # Fetch no more while the last batch waits for Spark: the fetcher would sit at a log end
+        # past the range, asking every fetch.wait.max.ms.
+        self._consumer.unassign()
         if len(self._columns):
             yield self._columns.flush()
 
@@ -233,14 +257,13 @@ class _RangeRead:
         low, high = self._watermarks()
         end, where = self._range.end, describe(self._range.key)
         if position < low:
-            report_data_loss(
+            self._report_loss(
                 f"offsets [{position}, {min(low, end)}) of {where} are no longer available "
-                f"(its log now starts at {low})",
-                fail=self._options.fail_on_data_loss,
+                f"(its log now starts at {low})"
             )
             resume = low
         elif position >= high:
-            report_data_loss(self._beyond(position, high), fail=self._options.fail_on_data_loss)
+            self._report_loss(self._beyond(position, high))
             resume = end
         else:
             resume = position
@@ -288,7 +311,7 @@ class _RangeRead:
             if answers >= _ENDED_ANSWERS and window.expired():
                 break
             time.sleep(window.bound(_ENDED_POLL_S))
-        report_data_loss(self._beyond(position, high), fail=self._options.fail_on_data_loss)
+        self._report_loss(self._beyond(position, high))
         return self._range.end
 
     def _watermarks(self) -> tuple[int, int]:
@@ -304,6 +327,14 @@ class _RangeRead:
         )
         return low, high
 
+    def _report_loss(self, message: str) -> None:
+        """Report a loss as ``failOnDataLoss`` says. The consumer is not kept after it
+        (:attr:`saw_loss`): a consumer that saw its partition's records destroyed may hold
+        metadata of the log that was (a recreated topic's old leader epoch, which librdkafka
+        keeps and which makes it ignore the new topic's lower one)."""
+        self.saw_loss = True
+        report_data_loss(message, fail=self._options.fail_on_data_loss)
+
     def _beyond(self, position: int, high: int) -> str:
         return (
             f"offsets [{position}, {self._range.end}) of {describe(self._range.key)} are "
@@ -318,10 +349,9 @@ class _RangeRead:
         key = self._range.key
         if key not in confirmed_absent(self._consumer, [key], self._connect):
             return position  # not confirmed: keep reading, bounded by the stall deadline
-        report_data_loss(
+        self._report_loss(
             f"{describe(self._range.key)} is gone (its topic was deleted) while offsets "
-            f"[{position}, {self._range.end}) were to be read",
-            fail=self._options.fail_on_data_loss,
+            f"[{position}, {self._range.end}) were to be read"
         )
         return self._range.end
 

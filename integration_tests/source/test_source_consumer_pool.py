@@ -209,3 +209,56 @@ def produce_large(bootstrap: str, topic: str, *, records: int, size: int) -> Non
         if n % 5000 == 0:
             producer.flush(60)
     assert producer.flush(60) == 0
+
+
+def test_a_consumer_that_saw_a_loss_is_closed_not_kept(
+    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With failOnDataLoss=false the read goes on past the loss; its consumer may hold
+    metadata of the log that was (a recreated topic's leader epoch), so it is not kept."""
+    bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
+    produce(bootstrap, topic, range(200), partition=0)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 100)]).values():
+        future.result(timeout=30)
+    opened, pool = Opened(monkeypatch), ConsumerPool()
+    read = reader(bootstrap, topic, pool, group="g-lossy", failOnDataLoss="false")
+    assert read(0, 200) == list(range(100, 200))
+    assert len(pool) == 0
+    assert read(100, 200) == list(range(100, 200))
+    assert len(opened) == 2 and len(pool) == 1
+    pool.close()
+
+
+def test_no_fetching_while_spark_holds_the_last_batch(
+    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A range to the log end: while its last batch waits for Spark, the consumer would sit
+    at the log end asking every fetch.wait.max.ms (5 ms); the range is unassigned first."""
+    bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
+    produce(bootstrap, topic, range(100), partition=0)
+    fetches: list[int] = []
+
+    def stats(text: str) -> None:
+        brokers = json.loads(text)["brokers"].values()
+        fetches.append(sum(broker["req"].get("Fetch", 0) for broker in brokers))
+
+    settings = {"statistics.interval.ms": 100, "stats_cb": stats}
+    opened, pool = Opened(monkeypatch, **settings), ConsumerPool()
+    opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
+    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
+    batches = read_range(
+        OffsetRange(topic, 0, 0, 100),
+        parse_options(opts, streaming=True),
+        "g-held",
+        schema,
+        pool=pool,
+    )
+    assert next(batches).num_rows == 100  # the last batch, held: Spark is busy with it
+    [consumer] = opened.consumers
+    consumer.poll(0.5)  # serves the statistics callback; the range is unassigned
+    held_from = fetches[-1]
+    consumer.poll(1.0)
+    assert fetches[-1] - held_from < 20, f"{fetches[-1] - held_from} fetches in 1 s"
+    assert list(batches) == []
+    pool.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from connectors.kafka.offset_reader import KafkaOffsetReader
 from connectors.kafka.source_options import parse_options
@@ -97,5 +98,28 @@ def test_a_named_topic_that_does_not_exist_is_left_out_by_the_one_request(
     try:
         assert reader.partitions() == [(topic, 0), (topic, 1)]
         assert calls == ["describe_topics"]
+    finally:
+        reader.close()
+
+
+def test_a_partition_added_while_the_query_runs_is_read_at_the_next_trigger(
+    kafka: KafkaCluster, topic_factory
+) -> None:
+    """The driver's consumer no longer asks for the topics' metadata (the admin client does),
+    so its cache lacks a partition added since: ListOffsets must refresh it, not fail."""
+    bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=2)
+    produce(bootstrap, topic, range(4), partition=0)
+    options = parse_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=True
+    )
+    reader = CountingReader(options, [])
+    try:
+        start = reader.latest(reader.partitions())
+        assert reader.latest_since(start) == (start, {})
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
+        produce(bootstrap, topic, range(3), partition=2)
+        latest, held = reader.latest_since(start)
+        assert latest == {**start, (topic, 2): 3} and held == {}
     finally:
         reader.close()

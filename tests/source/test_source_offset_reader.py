@@ -27,8 +27,12 @@ class FakeConsumer(DescribesTopics):
         self.metadata = metadata or []
         self.offsets = offsets or []
         self.asked: list[list[tuple[PartitionKey, int]]] = []
+        self.listed: list[str | None] = []  # list_topics calls, by topic (None: all)
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> FakeMetadata:
+        self.listed.append(topic)
+        if not self.metadata:
+            return FakeMetadata({})
         topics = self.metadata.pop(0) if len(self.metadata) > 1 else self.metadata[0]
         if topic is None:
             return FakeMetadata(topics)
@@ -102,6 +106,18 @@ def test_a_missing_topic_has_no_partitions() -> None:
 def test_retriable_partition_errors_of_list_offsets_are_retried(code: int) -> None:
     consumer = FakeConsumer(offsets=[{("t", 0): KafkaError(code)}, {("t", 0): 42}])
     assert reader(consumer, subscribe="t").latest([("t", 0)]) == {("t", 0): 42}
+    # librdkafka's cached leaders and partitions are refreshed before the retry.
+    assert consumer.listed == ["t"]
+
+
+def test_a_partition_librdkafkas_cache_lacks_is_refreshed_and_retried() -> None:
+    """A partition added since the consumer's metadata was cached: librdkafka answers
+    _UNKNOWN_PARTITION without asking (the admin client found the partition)."""
+    unknown = KafkaError(KafkaError._UNKNOWN_PARTITION)
+    consumer = FakeConsumer(offsets=[{("t", 0): 5, ("t", 2): unknown}, {("t", 0): 5, ("t", 2): 1}])
+    latest = reader(consumer, subscribe="t").latest([("t", 0), ("t", 2)])
+    assert latest == {("t", 0): 5, ("t", 2): 1}
+    assert consumer.listed == ["t"]
 
 
 def test_other_partition_errors_of_list_offsets_fail_at_once() -> None:

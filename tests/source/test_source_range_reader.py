@@ -64,11 +64,16 @@ class FakeConsumer:
         self.topics = topics or [topic or FakeTopic([0])]
         self.metadata_asked = 0
         self.assigned: list[int] = []
+        self.unassigned = False
         self._position = -1001
 
     def assign(self, parts: list[TopicPartition]) -> None:
         self.assigned.append(parts[0].offset)
         self._position = parts[0].offset
+
+    def unassign(self) -> None:
+        self.unassigned = True
+        self._position = -1001
 
     def consume(self, count: int, timeout: float) -> list[FakeMessage]:
         answer = self.answers.pop(0) if self.answers else []
@@ -248,9 +253,6 @@ def test_a_stall_without_an_end_of_partition_still_fails_after_the_poll_timeout(
 
 class _Closable(FakeConsumer):
     def close(self) -> None:
-        pass
-
-    def unassign(self) -> None:
         pass
 
 
