@@ -153,17 +153,7 @@ def render(
     }
     base_rate, base_rss = median_rate["none"], median_rss["none"]
     lines = [
-        "## Pipeline: each delivery guarantee",
-        "",
-        "Written by `kafka-eos bench`; regenerate with:",
-        "",
-        "```",
-        command,
-        "```",
-        "",
-        f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
-        f"- machine: {platform.machine()}, {os.cpu_count()} cores, "
-        f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}",
+        *report_header("Pipeline: each delivery guarantee", "kafka-eos bench", command),
         f"- Kafka {kafka} (one KRaft node, local process); Spark `local[*]`",
         f"- job: the demo pipeline (orders -> parse, convert to EUR -> Kafka), {records} records "
         f"in {batches} micro-batches, 3 input and 3 output partitions; "
@@ -193,6 +183,23 @@ def render(
             "`make test` covers failures).",
         ]
     return "\n".join(lines) + "\n"
+
+
+def report_header(title: str, written_by: str, command: str) -> list[str]:
+    """A report section's first lines: its title, the exact command, the date and machine."""
+    return [
+        f"## {title}",
+        "",
+        f"Written by `{written_by}`; regenerate with:",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
+        f"- machine: {platform.machine()}, {os.cpu_count()} cores, "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}",
+    ]
 
 
 def show(measurements: list[Measurement]) -> None:

@@ -17,8 +17,6 @@ tables give medians and ratios.
 
 from __future__ import annotations
 
-import os
-import platform
 import statistics
 import time
 import uuid
@@ -26,7 +24,6 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-import psutil
 import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -37,7 +34,8 @@ from connectors.kafka.offset_reader import KafkaOffsetReader
 from connectors.kafka.range_reader import read_range
 from connectors.kafka.ranges import OffsetRange
 from connectors.kafka.source_client import open_consumer
-from connectors.kafka.source_options import parse_options
+from connectors.kafka.source_options import SourceOptions, parse_options
+from kafka_eos.bench import report_header
 from kafka_eos.cluster import ProcessCluster
 
 console = Console()
@@ -139,12 +137,7 @@ def _tasks(
     try:
         for _ in range(tasks):
             start, end = end, _produce(producer, topic, TASK_RECORDS)
-            piece = OffsetRange(topic, 0, start, end)
-            began = time.perf_counter()
-            rows = sum(b.num_rows for b in read_range(piece, options, group, _SCHEMA, pool=pool))
-            times.append(time.perf_counter() - began)
-            if rows != TASK_RECORDS:
-                raise SystemExit(f"a task read {rows} records of {piece}, not {TASK_RECORDS}")
+            times.append(_timed_read(OffsetRange(topic, 0, start, end), options, group, pool))
     finally:
         pool.close()
     return times
@@ -160,14 +153,22 @@ def _pieces(connection: dict[str, str], topic: str, tasks: int, pool: ConsumerPo
     try:
         for task in range(tasks):
             piece = OffsetRange(topic, 0, task * TASK_RECORDS, (task + 1) * TASK_RECORDS)
-            began = time.perf_counter()
-            rows = sum(b.num_rows for b in read_range(piece, options, group, _SCHEMA, pool=pool))
-            times.append(time.perf_counter() - began)
-            if rows != TASK_RECORDS:
-                raise SystemExit(f"a task read {rows} records of {piece}, not {TASK_RECORDS}")
+            times.append(_timed_read(piece, options, group, pool))
     finally:
         pool.close()
     return times
+
+
+def _timed_read(
+    piece: OffsetRange, options: SourceOptions, group: str, pool: ConsumerPool
+) -> float:
+    """How long one task's ``read_range`` of ``piece`` took; it must read every record."""
+    began = time.perf_counter()
+    rows = sum(b.num_rows for b in read_range(piece, options, group, _SCHEMA, pool=pool))
+    took = time.perf_counter() - began
+    if rows != TASK_RECORDS:
+        raise SystemExit(f"a task read {rows} records of {piece}, not {TASK_RECORDS}")
+    return took
 
 
 def _triggers(options: dict[str, str], triggers: int, *, one_per_topic: bool) -> list[float]:
@@ -228,17 +229,9 @@ def _log_end(producer: Producer, topic: str) -> int:
 def render(rows: list[Row], command: str, kafka: str, tasks: int, triggers: int) -> str:
     """The Markdown section of docs/benchmarks.md."""
     lines = [
-        "## Source: what a task and a trigger cost",
-        "",
-        "Written by `kafka-eos bench --suite source`; regenerate with:",
-        "",
-        "```",
-        command,
-        "```",
-        "",
-        f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
-        f"- machine: {platform.machine()}, {os.cpu_count()} cores, "
-        f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}",
+        *report_header(
+            "Source: what a task and a trigger cost", "kafka-eos bench --suite source", command
+        ),
         f"- Kafka {kafka} (one KRaft node, local process, a plaintext and a TLS listener)",
         f"- task: `read_range`, what each Spark task of the source runs, on one partition of a "
         f"stream: {tasks} times, {TASK_RECORDS} records of 100 B are produced, then read; "

@@ -138,9 +138,7 @@ def test_a_failed_read_closes_its_consumer_instead_of_handing_it_on(
 ) -> None:
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
     produce(bootstrap, topic, range(200), partition=0)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_records([TopicPartition(topic, 0, 100)]).values():
-        future.result(timeout=30)
+    delete_below(bootstrap, topic, 100)
     opened, pool = Opened(monkeypatch), ConsumerPool()
     read = reader(bootstrap, topic, pool, group="g-failing", failOnDataLoss="true")
     with pytest.raises(DataLossError, match=r"offsets \[0, 100\)"):
@@ -202,6 +200,13 @@ def test_a_consumer_given_back_fetches_nothing_past_its_range(
     pool.close()
 
 
+def delete_below(bootstrap: str, topic: str, offset: int) -> None:
+    """Delete partition 0's records below ``offset`` (its log start moves there)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, offset)]).values():
+        future.result(timeout=30)
+
+
 def produce_large(bootstrap: str, topic: str, *, records: int, size: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     for n in range(records):
@@ -218,9 +223,7 @@ def test_a_consumer_that_saw_a_loss_is_closed_not_kept(
     metadata of the log that was (a recreated topic's leader epoch), so it is not kept."""
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
     produce(bootstrap, topic, range(200), partition=0)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_records([TopicPartition(topic, 0, 100)]).values():
-        future.result(timeout=30)
+    delete_below(bootstrap, topic, 100)
     opened, pool = Opened(monkeypatch), ConsumerPool()
     read = reader(bootstrap, topic, pool, group="g-lossy", failOnDataLoss="false")
     assert read(0, 200) == list(range(100, 200))
