@@ -24,9 +24,8 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-import pyarrow as pa
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql.pandas.types import to_arrow_schema
 from rich.console import Console
 
 from connectors.kafka.consumer_pool import ConsumerPool
@@ -35,23 +34,16 @@ from connectors.kafka.range_reader import read_range
 from connectors.kafka.ranges import OffsetRange
 from connectors.kafka.source_client import open_consumer
 from connectors.kafka.source_options import SourceOptions, parse_options
+from connectors.spark.source import source_schema
 from kafka_eos.bench import report_header
 from kafka_eos.cluster import ProcessCluster
+from kafka_eos.demo import create_topics
 
 console = Console()
 TASK_RECORDS = 100
 TOPICS = 100
-_SCHEMA = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("timestampType", pa.int32()),
-    ]
-)
+# What each Spark task of the source gets: the row schema without headers, in Arrow.
+_SCHEMA = to_arrow_schema(source_schema({}), timezone="UTC")
 
 
 @dataclass(frozen=True)
@@ -71,7 +63,7 @@ def run_source_bench(kafka_version: str, tasks: int, triggers: int, repeats: int
         run_id = uuid.uuid4().hex[:8]
         tasks_topic = f"bench-tasks-{run_id}"
         topics = [f"bench-trigger-{run_id}-{i:03d}" for i in range(TOPICS)]
-        _create(bootstrap, [tasks_topic, *topics])
+        create_topics(bootstrap, tasks_topic, *topics, partitions=1)
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
         tls = {
             "kafka.bootstrap.servers": cluster.tls_bootstrap_servers,
@@ -93,7 +85,7 @@ def run_source_bench(kafka_version: str, tasks: int, triggers: int, repeats: int
                 )
             rows.append(Row(f"stream task of {TASK_RECORDS} records, {name}", before, after))
         batch_topic = f"bench-batch-{run_id}"
-        _create(bootstrap, [batch_topic])
+        create_topics(bootstrap, batch_topic, partitions=1)
         _produce(producer, batch_topic, tasks * TASK_RECORDS)
         plaintext = {"kafka.bootstrap.servers": bootstrap}
         with console.status(f"{tasks} pieces of a batch read"):
@@ -197,12 +189,6 @@ def _triggers(options: dict[str, str], triggers: int, *, one_per_topic: bool) ->
         by_name.close()
         reader.close()
     return times
-
-
-def _create(bootstrap: str, topics: list[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
-        future.result()
 
 
 def _produce(producer: Producer, topic: str, records: int) -> int:

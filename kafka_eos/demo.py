@@ -112,9 +112,9 @@ def produce_orders(bootstrap_servers: str, topic: str, count: int) -> None:
         raise SystemExit(f"could not write the {count} demo orders to {topic}")
 
 
-def create_topics(bootstrap_servers: str, *topics: str) -> None:
+def create_topics(bootstrap_servers: str, *topics: str, partitions: int = PARTITIONS) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    new = [NewTopic(t, num_partitions=PARTITIONS, replication_factor=1) for t in topics]
+    new = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics]
     for future in admin.create_topics(new, operation_timeout=30).values():
         future.result(timeout=60)
 

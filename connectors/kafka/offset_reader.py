@@ -337,9 +337,10 @@ class KafkaOffsetReader:
                 for tp in answer:
                     if tp.error is not None:
                         raise KafkaException(tp.error)
-            except KafkaException:
-                self._refresh(client(), {topic for topic, _ in query}, remaining)
-                raise  # retried if retriable
+            except KafkaException as exc:
+                if _retriable(exc):  # only a retry needs the cache refreshed
+                    self._refresh(client(), {topic for topic, _ in query}, remaining)
+                raise
             return {(tp.topic, tp.partition): tp.offset for tp in answer}
 
         return self._call("list offsets", lookup)

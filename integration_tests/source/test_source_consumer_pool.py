@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -55,19 +55,31 @@ class Opened:
         return len(self.consumers)
 
 
-def reader(
+def ranges(
     bootstrap: str, topic: str, pool: ConsumerPool, *, group: str | None = None, **extra: str
-) -> Callable[..., list[int]]:
-    """``read(start, end, partition=0)``: the offsets ``read_range`` returns, through ``pool``."""
+) -> Callable[..., Iterator[pa.RecordBatch]]:
+    """``batches(start, end, partition=0)``: the batches of ``read_range`` through ``pool``,
+    as a task's iterator (Spark may close it early)."""
     opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, **extra}
     options = parse_options(opts, streaming=True)
     schema = to_arrow_schema(source_schema(opts), timezone="UTC")
     group_id = group or f"g-{uuid.uuid4()}"
 
-    def read(start: int, end: int, partition: int = 0) -> list[int]:
+    def batches(start: int, end: int, partition: int = 0) -> Iterator[pa.RecordBatch]:
         piece = OffsetRange(topic, partition, start, end)
-        batches = read_range(piece, options, group_id, schema, pool=pool)
-        return [o for batch in batches for o in batch.column("offset").to_pylist()]
+        return read_range(piece, options, group_id, schema, pool=pool)
+
+    return batches
+
+
+def reader(
+    bootstrap: str, topic: str, pool: ConsumerPool, *, group: str | None = None, **extra: str
+) -> Callable[..., list[int]]:
+    """``read(start, end, partition=0)``: the offsets ``read_range`` returns, through ``pool``."""
+    batches = ranges(bootstrap, topic, pool, group=group, **extra)
+
+    def read(start: int, end: int, partition: int = 0) -> list[int]:
+        return [o for b in batches(start, end, partition) for o in b.column("offset").to_pylist()]
 
     return read
 
@@ -114,16 +126,8 @@ def test_a_read_stopped_early_gives_its_consumer_back_for_a_whole_next_read(
     produce(bootstrap, topic, range(300), partition=0)
     monkeypatch.setattr(range_reader, "_BATCH_ROWS", 50)
     opened, pool = Opened(monkeypatch), ConsumerPool()
-    opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
-    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
     group = f"g-{uuid.uuid4()}"
-    batches = read_range(
-        OffsetRange(topic, 0, 0, 300),
-        parse_options(opts, streaming=True),
-        group,
-        schema,
-        pool=pool,
-    )
+    batches = ranges(bootstrap, topic, pool, group=group)(0, 300)
     first: pa.RecordBatch = next(batches)
     assert first.column("offset").to_pylist()[0] == 0
     batches.close()  # Spark closes the iterator of a task that stops early (a limit)
@@ -248,15 +252,7 @@ def test_no_fetching_while_spark_holds_the_last_batch(
 
     settings = {"statistics.interval.ms": 100, "stats_cb": stats}
     opened, pool = Opened(monkeypatch, **settings), ConsumerPool()
-    opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
-    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
-    batches = read_range(
-        OffsetRange(topic, 0, 0, 100),
-        parse_options(opts, streaming=True),
-        "g-held",
-        schema,
-        pool=pool,
-    )
+    batches = ranges(bootstrap, topic, pool)(0, 100)
     assert next(batches).num_rows == 100  # the last batch, held: Spark is busy with it
     [consumer] = opened.consumers
     consumer.poll(0.5)  # serves the statistics callback; the range is unassigned

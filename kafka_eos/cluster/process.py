@@ -151,7 +151,6 @@ class ProcessCluster:
         self.version = version
         self.features = dict(features or {})
         self._sasl = bool(sasl_users)
-        self._tls = tls
         self._libs = kafka_libs(version)
         self._heap = heap
         self._root = Path(tempfile.mkdtemp(prefix=f"kafka-eos-{version}-"))
@@ -278,7 +277,7 @@ class ProcessCluster:
     @property
     def tls_bootstrap_servers(self) -> str:
         """The SSL listeners; only with ``tls``."""
-        if not self._tls:
+        if self._ca_location is None:
             raise RuntimeError("this cluster was started without tls")
         return ",".join(f"127.0.0.1:{n.tls_port}" for n in self._nodes.values())
 
