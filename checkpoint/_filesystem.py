@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 import re
 import uuid
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -75,6 +76,28 @@ def canonical_uri(location: str) -> str:
         if location.startswith(alias):
             return "s3://" + location.removeprefix(alias)
     return location
+
+
+def canonical_location(location: str) -> str:
+    """One spelling of each place, without touching storage: what a name derived from a
+    checkpoint location is derived from, so a restart that spells it another way (a trailing
+    slash, ``file:`` or not, ``s3a://`` for ``s3://``) keeps the name.
+
+    >>> canonical_location("/a/b/"), canonical_location("file:///a//b")
+    ('file:/a/b', 'file:/a/b')
+    >>> canonical_location("s3a://Bucket/q/"), canonical_location("hdfs:///q")
+    ('s3://bucket/q', 'hdfs:/q')
+    """
+    uri = _split_uri(location)
+    if uri is None or uri.scheme == "file":
+        path = os.path.abspath(location if uri is None else _file_path(location, uri))
+        return "file:" + os.path.normpath(path)
+    path = posixpath.normpath(uri.path) if uri.path else ""
+    path = "/" + path.lstrip("/") if path.startswith("/") else path.rstrip("/")
+    scheme = "s3" if f"{uri.scheme}://" in _S3_ALIASES else uri.scheme
+    if uri.authority is None:
+        return f"{scheme}:{path}"
+    return f"{scheme}://{uri.authority.lower()}{'' if path == '/' else path}"
 
 
 # Two characters at least: "C:" starts a Windows path, not a URI.

@@ -34,6 +34,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any
 
+from checkpoint._filesystem import canonical_location as canonical_location  # re-exported
 from checkpoint._filesystem import open_filesystem
 from checkpoint.errors import (
     ConfigError,

@@ -14,6 +14,10 @@
   (:meth:`TransactionalIdNaming.slots`). Zombies are never fenced by a retry: the driver
   aborts every open transaction of the owner that its decision does not name.
 
+- **prefix**: the ``transactionalIdPrefix`` option, or, without it,
+  :func:`derived_prefix` of the checkpoint location: ``kafka-eos-<name>-<hash>``, stable
+  across restarts and unique per location, as the option must be.
+
 Bounded (task partitions x slots), so the coordinators' state stays small and recovery lists
 every id by prefix, including ids beyond today's task count after a parallelism change.
 Ids of releases before owners (``<prefix>-<task partition>``) name no owner: they may be this
@@ -27,9 +31,46 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from checkpoint.store import canonical_location
+
 SLOTS_PER_TASK = 8
 NO_OWNER = "none (an id of a release before owners)"
 _OWNER = re.compile(r"[0-9a-f]{8}")
+DERIVED_PREFIX_START = "kafka-eos-"
+_NAME_LENGTH = 40
+_UNSTABLE = re.compile(r"[^A-Za-z0-9._-]+")
+_ANY_OWNED_ID = re.compile(r"(?P<prefix>.+)-(?P<owner>[0-9a-f]{8})-\d+-(?P<slot>\d+)")
+
+
+def derived_prefix(checkpoint_location: str) -> str:
+    """The prefix of a sink without ``transactionalIdPrefix``: the location's last name, for
+    the people reading ``kafka-eos txn list`` and ACLs, and a hash of its canonical spelling
+    (:func:`checkpoint.store.canonical_location`), which makes it unique per location.
+
+    >>> derived_prefix("s3a://bucket/checkpoints/orders enricher/")
+    'kafka-eos-orders_enricher-b5838408564d'
+    """
+    canonical = canonical_location(checkpoint_location)
+    name = _UNSTABLE.sub("_", canonical.rsplit("/", 1)[-1])
+    digest = hashlib.sha256(canonical.encode()).hexdigest()[:12]
+    return f"{DERIVED_PREFIX_START}{name[:_NAME_LENGTH].strip('._-') or 'query'}-{digest}"
+
+
+@dataclass(frozen=True)
+class OwnedId:
+    """What an id of the current release names: the prefix of its sink and the owner."""
+
+    prefix: str
+    owner: str
+
+    @classmethod
+    def parse(cls, transactional_id: str) -> OwnedId | None:
+        """Read from the right (a prefix may hold dashes and digits); None for ids that no
+        kafka-eos sink of this release names."""
+        match = _ANY_OWNED_ID.fullmatch(transactional_id)
+        if match is None or int(match["slot"]) >= SLOTS_PER_TASK:
+            return None
+        return cls(match["prefix"], match["owner"])
 
 
 def _owner_part(prefix: str, candidate: str) -> str | None:

@@ -14,7 +14,9 @@ import pytest
 from connectors.kafka.naming import (
     NO_OWNER,
     SLOTS_PER_TASK,
+    OwnedId,
     TransactionalIdNaming,
+    derived_prefix,
     named_for_prefix,
     owner_of,
 )
@@ -114,3 +116,55 @@ def test_naming_travels_to_the_tasks() -> None:
 def test_an_owner_is_eight_hex_digits() -> None:
     with pytest.raises(ValueError, match="8 lower-case hex"):
         TransactionalIdNaming("orders", "not-hex!")
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["/chk/orders", "/chk/orders/", "/chk//orders", "/chk/x/../orders", "file:/chk/orders",
+     "file:///chk/orders/"],
+)  # fmt: skip
+def test_a_derived_prefix_is_the_same_however_the_location_is_spelled(spelling: str) -> None:
+    assert derived_prefix(spelling) == derived_prefix("/chk/orders")
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("s3a://bucket/chk/q", "s3://bucket/chk/q/"),  # Hadoop's S3 connector names the same
+        ("hdfs://NameNode:8020/chk/q", "hdfs://namenode:8020/chk/q"),
+        ("hdfs:///chk/q", "hdfs:/chk/q"),  # the default filesystem
+    ],
+)
+def test_a_derived_prefix_follows_hadoops_names_for_one_place(one: str, other: str) -> None:
+    assert derived_prefix(one) == derived_prefix(other)
+
+
+@pytest.mark.parametrize(
+    "other",
+    ["/chk/orders2", "/other/orders", "hdfs:/chk/orders", "hdfs://nn:8020/chk/orders",
+     "s3://chk/orders"],
+)  # fmt: skip
+def test_two_places_derive_two_prefixes(other: str) -> None:
+    assert derived_prefix(other) != derived_prefix("/chk/orders")
+
+
+def test_a_derived_prefix_names_the_location_and_is_a_valid_prefix() -> None:
+    prefix = derived_prefix("s3://bucket/checkpoints/Orders Enricher (eu)/")
+    assert prefix.startswith("kafka-eos-Orders_Enricher_eu-")
+    naming = TransactionalIdNaming(prefix, "0123abcd")
+    assert naming.owns(naming.transactional_id(3, 1))
+    assert len(derived_prefix("/" + "x" * 500)) == len("kafka-eos-") + 40 + 1 + 12
+
+
+@pytest.mark.parametrize(
+    ("transactional_id", "owned"),
+    [
+        ("orders-0123abcd-3-1", OwnedId("orders", "0123abcd")),
+        ("kafka-eos-q-1-2-0123abcd-0-7", OwnedId("kafka-eos-q-1-2", "0123abcd")),  # from the right
+        ("orders-0123abcd-3-8", None),  # no slot 8: not a kafka-eos id
+        ("orders-3", None),  # a release before owners names no owner
+        ("connect-cluster-0", None),
+    ],
+)
+def test_an_id_names_its_prefix_and_owner(transactional_id: str, owned: OwnedId | None) -> None:
+    assert OwnedId.parse(transactional_id) == owned
