@@ -48,10 +48,12 @@ class KafkaCommitter:
         timeout_s: float = 60.0,
         *,
         location: str = "",
+        prefix_derived: bool = False,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._client_config = dict(client_config)
         self._naming = naming
+        self._prefix_derived = prefix_derived
         self._timeout_s = timeout_s
         self._location = location
         self._wall_clock = wall_clock
@@ -239,6 +241,7 @@ class KafkaCommitter:
                 naming.owner,
                 {o: (where[o], ids) for o, ids in foreign.items()},
                 now_ms,
+                prefix_derived=self._prefix_derived,
             )
 
     def register_location(self, partitions: Iterable[tuple[str, int]]) -> None:

@@ -114,9 +114,13 @@ class PrefixConflictError(KafkaEosError):
         owner: str,
         foreign: dict[str, tuple[Entry, list[str]]],
         now_ms: int,
+        *,
+        prefix_derived: bool = False,
     ) -> None:
         """``foreign``: per other owner, where its query checkpoints (as the owner registry
-        knows it, :mod:`connectors.kafka.owners`) and its open transactional ids."""
+        knows it, :mod:`connectors.kafka.owners`) and its open transactional ids.
+        ``prefix_derived``: no ``transactionalIdPrefix`` was set, the prefix comes from the
+        checkpoint location, so the other query checkpointed at the same location."""
         self.prefix = prefix
         self.owner = owner
         self.foreign = foreign
@@ -128,13 +132,26 @@ class PrefixConflictError(KafkaEosError):
         super().__init__(
             f"transactionalIdPrefix {prefix!r} is in use by another query. {label}: {others}. "
             f"This query: checkpoint {location!r}, owner {owner}. Nothing was decided and the "
-            "other query's transactions were left alone. Usually an old deployment of the "
-            "same job still runs, or crashed moments ago, on another checkpoint location. "
+            f"other query's transactions were left alone. {_usual_cause(prefix_derived)} "
             "Stop it, or give this query its own transactionalIdPrefix. If the other query is "
             f"gone for good, {_abort_advice(prefix, foreign)}; this query then starts. An "
             "owner is the part of an id after the prefix: the start of the sha256 of the "
             "query id in Spark's <checkpointLocation>/metadata."
         )
+
+
+def _usual_cause(prefix_derived: bool) -> str:
+    if not prefix_derived:
+        return (
+            "Usually an old deployment of the same job still runs, or crashed moments ago, "
+            "on another checkpoint location."
+        )
+    return (
+        "No transactionalIdPrefix was set, so the prefix was derived from the checkpoint "
+        "location, and the other query used the same location: its checkpoint was deleted or "
+        "replaced while its transactions were open (a reset query), or the same path names "
+        "another place on another machine."
+    )
 
 
 def _abort_advice(prefix: str, foreign: dict[str, tuple[Entry, list[str]]]) -> str:

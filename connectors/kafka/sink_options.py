@@ -1,9 +1,13 @@
 """The sink's options, validated in one place.
 
 Names follow Spark's built-in Kafka sink (``kafka.bootstrap.servers``, ``topic``, any other
-``kafka.*`` key passed to the producer), plus what exactly-once needs. Spark hands the options
-over lower-cased, so every name here is matched case-insensitively. Single fields are checked
-where they are read; the cross-field rules are in :meth:`SinkOptions._sanity_check`.
+``kafka.*`` key passed to the producer), plus what exactly-once needs; what it needs has a
+default, so a job written for Spark's sink runs unchanged: the transactional-id prefix is
+derived from the checkpoint location (:func:`connectors.kafka.naming.derived_prefix`), and the
+transaction timeout comes from the brokers at startup (``connectors.spark.sink``). Spark
+hands the options over lower-cased, so every name here is matched case-insensitively. Single
+fields are checked where they are read; the cross-field rules are in
+:meth:`SinkOptions._sanity_check`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 from checkpoint.errors import ConfigError
 from connectors.kafka.client_config import kafka_python_config
+from connectors.kafka.naming import derived_prefix
 from connectors.lint.inputs import Timing, parse_duration
 
 # Keys Spark's Kafka sink rejects too, or that the guarantee depends on and the sink sets.
@@ -40,6 +45,7 @@ class SinkOptions:
     guarantee: DeliveryGuarantee
     transactional_id_prefix: str | None
     checkpoint_location: str | None
+    prefix_derived: bool = False  # no transactionalIdPrefix: derived from checkpoint_location
     producer_config: dict[str, Any] = field(default_factory=dict)
     timing: Timing = field(default_factory=Timing)
     flush_timeout_s: float = 120.0
@@ -82,12 +88,19 @@ class SinkOptions:
                 if option.lower() in lowered
             }
         )
+        checkpoint_location = lowered.get("checkpointlocation") or None
+        prefix = lowered.get("transactionalidprefix") or None
+        derived = False
+        exactly_once = guarantee == DeliveryGuarantee.EXACTLY_ONCE
+        if prefix is None and checkpoint_location is not None and exactly_once:
+            prefix, derived = derived_prefix(checkpoint_location), True
         return cls(
             bootstrap_servers=bootstrap,
             topic=lowered.get("topic") or None,
             guarantee=guarantee,
-            transactional_id_prefix=lowered.get("transactionalidprefix") or None,
-            checkpoint_location=lowered.get("checkpointlocation") or None,
+            transactional_id_prefix=prefix,
+            checkpoint_location=checkpoint_location,
+            prefix_derived=derived,
             producer_config=producer,
             timing=timing,
             flush_timeout_s=_millis(lowered, "flushTimeoutMs", 120_000) / 1000,
@@ -97,24 +110,18 @@ class SinkOptions:
     def _sanity_check(self) -> None:
         if self.guarantee != DeliveryGuarantee.EXACTLY_ONCE:
             return
-        if not self.transactional_id_prefix:
-            raise ConfigError(
-                "deliveryGuarantee 'exactly_once' needs option 'transactionalIdPrefix': a name "
-                "that is unique to this query and stable across its restarts, e.g. "
-                ".option('transactionalIdPrefix', 'orders-enricher'). Or set "
-                "deliveryGuarantee to 'at_least_once'."
-            )
-        if not _STABLE_PREFIX.fullmatch(self.transactional_id_prefix):
-            raise ConfigError(
-                f"option 'transactionalIdPrefix' = {self.transactional_id_prefix!r} may only "
-                "hold letters, digits, '.', '_' and '-'"
-            )
         if not self.checkpoint_location:
             raise ConfigError(
                 "deliveryGuarantee 'exactly_once' needs the query's checkpoint location as an "
                 "option of the writer, where the sink keeps its commit decisions: "
                 ".writeStream.option('checkpointLocation', '<path or URI>'). The session "
                 "setting spark.sql.streaming.checkpointLocation is not visible to Python sinks."
+            )
+        prefix = self.transactional_id_prefix
+        if prefix is None or not _STABLE_PREFIX.fullmatch(prefix):
+            raise ConfigError(
+                f"option 'transactionalIdPrefix' = {prefix!r} may only hold letters, digits, "
+                "'.', '_' and '-'"
             )
         # The driver's transaction admin must be able to log in with the same credentials.
         kafka_python_config(self.producer_config)

@@ -17,7 +17,12 @@ from connectors.lint.findings import (
 )
 from connectors.lint.inputs import ClusterFacts, ConsumerInput, LintInput, Timing, TopicFacts
 from connectors.lint.registry import RULES, lint_report, run_rules
-from connectors.lint.sink_checks import SINK_RULES, check_sink_config, raise_for_errors
+from connectors.lint.sink_checks import (
+    SINK_RULES,
+    check_sink_config,
+    checked_sink_config,
+    raise_for_errors,
+)
 
 __all__ = [
     "CLIENTS",
@@ -41,6 +46,7 @@ __all__ = [
     "TopicFacts",
     "build_report",
     "check_sink_config",
+    "checked_sink_config",
     "lint_report",
     "raise_for_errors",
     "run_rules",

@@ -22,13 +22,17 @@ Only plain values are read; callbacks in the producer config (``error_cb``) are 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
-from connectors.lint.client_keys import DEFAULT_CLIENT, Client
+from connectors.lint.client_keys import DEFAULT_CLIENT, Client, find_key
+from connectors.lint.context import BrokerView
 from connectors.lint.errors import SinkConfigError
 from connectors.lint.findings import Finding
 from connectors.lint.inputs import LintInput, Timing, config_value
 from connectors.lint.registry import run_rules
+from connectors.lint.rules.eos002_transaction_timeout_too_short import RULE as EOS002
+from connectors.lint.rules.eos003_transaction_timeout_stalls_readers import RULE as EOS003
 
 # transaction.timeout.ms <= broker maximum; comfortably above trigger + batch + restart;
 # message.timeout.ms <= transaction.timeout.ms.
@@ -52,11 +56,46 @@ def check_sink_config(
     return run_rules(lint_input, select=SINK_RULES)
 
 
-def raise_for_errors(findings: Iterable[Finding]) -> None:
-    """Raise ``SinkConfigError`` listing the error findings, if there are any."""
+def checked_sink_config(
+    producer_config: Mapping[str, object], broker_config: Mapping[str, object], timing: Timing
+) -> dict[str, object]:
+    """The producer config the sink runs with, once the startup rules pass on it: the user's,
+    plus a transaction timeout when it sets none (:func:`default_transaction_timeout_ms`).
+    A default that fails a rule says so beside the findings: the user never wrote it."""
+    config = dict(producer_config)
+    context = ""
+    if find_key(_as_config(config), "transaction.timeout.ms") is None:
+        chosen = default_transaction_timeout_ms(broker_config, timing)
+        config["transaction.timeout.ms"] = str(chosen)
+        context = (
+            f"option 'kafka.transaction.timeout.ms' is not set; the sink chose {chosen}, "
+            "from the brokers' transaction.max.timeout.ms and the timing options"
+        )
+    raise_for_errors(check_sink_config(config, broker_config, timing), context=context)
+    return config
+
+
+def default_transaction_timeout_ms(broker_config: Mapping[str, object], timing: Timing) -> int:
+    """The ``transaction.timeout.ms`` of a sink that sets none (librdkafka's 1 min fails
+    EOS002): what EOS002 requires, but at least EOS003's 15 min and at most what the brokers
+    allow (EOS001). Longer than required costs readers nothing while the query runs, for the
+    sink aborts its lingering transactions when it restarts, and gives a slow restart room to
+    commit a decided batch; longer than 15 min would stall readers when a query dies for good.
+    The caller still runs the checks: a broker maximum below what EOS002 requires fails them.
+    """
+    broker_max = BrokerView(_as_config(broker_config)).get("transaction.max.timeout.ms").ms()
+    factor = float(EOS002.options["safety_factor"])
+    required = math.ceil(factor * timing.commit_window_ms)
+    stall_limit = int(EOS003.options["max_timeout_ms"])
+    return min(broker_max, max(required, stall_limit))
+
+
+def raise_for_errors(findings: Iterable[Finding], *, context: str = "") -> None:
+    """Raise ``SinkConfigError`` listing the error findings, if there are any; ``context``
+    says where a value the user never set came from."""
     errors = [finding for finding in findings if finding.severity == "error"]
     if errors:
-        raise SinkConfigError(errors)
+        raise SinkConfigError(errors, context=context)
 
 
 def _as_config(config: Mapping[str, object]) -> dict[str, str]:

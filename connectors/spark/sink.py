@@ -25,6 +25,7 @@ so it holds only options and small values, never open clients.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -52,7 +53,7 @@ from connectors.kafka.errors import TransactionLostError
 from connectors.kafka.naming import TransactionalIdNaming, owner_of
 from connectors.kafka.sink_options import DeliveryGuarantee, SinkOptions
 from connectors.kafka.writer import AtLeastOnceWriter, ExactlyOnceWriter, NoGuaranteeWriter
-from connectors.lint import check_sink_config, raise_for_errors
+from connectors.lint import checked_sink_config
 from connectors.lint.inputs import Timing
 from connectors.lint.live import read_cluster
 
@@ -143,9 +144,14 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
     """
 
     def __init__(self, sink: SinkOptions) -> None:
+        sink = _startup_checks(sink)
         self._sink = sink
-        _startup_checks(sink)
         assert sink.transactional_id_prefix
+        if sink.prefix_derived:
+            _log.info(
+                "transactionalIdPrefix not set: %r, derived from checkpointLocation %r",
+                sink.transactional_id_prefix, sink.checkpoint_location,
+            )  # fmt: skip
         self._naming = TransactionalIdNaming(
             sink.transactional_id_prefix, owner_of(spark_query_id(sink))
         )
@@ -176,6 +182,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             self._naming,
             sink.commit_timeout_s,
             location=sink.checkpoint_location,
+            prefix_derived=sink.prefix_derived,
         )
         store = SnapshotStore(sink.decision_location)
         protocol = TwoPhaseCommit(
@@ -332,17 +339,31 @@ def _spark_log_entry(sink: SinkOptions, name: str) -> bytes:
     return logged
 
 
-def _startup_checks(sink: SinkOptions) -> None:
-    """Fail fast on timeouts that would break the guarantee (rules EOS001, EOS002, EOS004)."""
-    _checked(sink.bootstrap_servers, tuple(sorted(sink.producer_config.items())), sink.timing)
+def _startup_checks(sink: SinkOptions) -> SinkOptions:
+    """Fail fast on timeouts that would break the guarantee (rules EOS001, EOS002, EOS004).
+    Without ``kafka.transaction.timeout.ms``, the sink runs with a timeout chosen from the
+    brokers' maximum, checked by the same rules; the tasks get it inside the options."""
+    producer = _checked(
+        sink.bootstrap_servers, tuple(sorted(sink.producer_config.items())), sink.timing
+    )
+    return dataclasses.replace(sink, producer_config=dict(producer))
 
 
 @functools.cache
-def _checked(bootstrap: str, producer: tuple[tuple[str, Any], ...], timing: Timing) -> None:
+def _checked(
+    bootstrap: str, producer: tuple[tuple[str, Any], ...], timing: Timing
+) -> tuple[tuple[str, Any], ...]:
     """Once per driver-side process and configuration: Spark builds the writer for every
     batch, in more than one process, and a broker restarting during a rolling upgrade must
-    not fail a commit or an abort for a check that already passed. Only a pass is cached."""
+    not fail a commit or an abort for a check that already passed. Only a pass is cached,
+    so a process keeps one default timeout for all its batches."""
     config = dict(producer)
     security = {k: v for k, v in config.items() if k != "bootstrap.servers"}
     broker_config = read_cluster(bootstrap, [], options=security).broker_config
-    raise_for_errors(check_sink_config(config, broker_config, timing))
+    checked = checked_sink_config(config, broker_config, timing)
+    if checked != config:
+        _log.info(
+            "option 'kafka.transaction.timeout.ms' is not set: the sink runs with %s, chosen "
+            "from the brokers' transaction.max.timeout.ms", checked["transaction.timeout.ms"],
+        )  # fmt: skip
+    return tuple(sorted(checked.items()))

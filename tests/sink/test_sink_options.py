@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from checkpoint.errors import ConfigError, KafkaEosError
+from connectors.kafka.naming import derived_prefix
 from connectors.kafka.sink_options import DeliveryGuarantee, SinkOptions, decision_location
 from connectors.lint.inputs import Timing
 
@@ -84,11 +85,19 @@ def test_bad_delivery_guarantee_names_the_option_the_value_and_the_allowed_value
         assert allowed in message
 
 
-def test_exactly_once_needs_a_transactional_id_prefix() -> None:
-    message = error_of(transactionalIdPrefix=None)
-    assert "'transactionalIdPrefix'" in message
-    assert "unique to this query and stable across its restarts" in message
-    assert "at_least_once" in message  # the other way out
+def test_without_a_prefix_one_is_derived_from_the_checkpoint_location() -> None:
+    sink = parse(transactionalIdPrefix=None, checkpointLocation="s3a://bucket/chk/orders/")
+    assert sink.prefix_derived
+    assert sink.transactional_id_prefix == derived_prefix("s3://bucket/chk/orders")
+    assert sink.transactional_id_prefix.startswith("kafka-eos-orders-")
+    assert not parse().prefix_derived  # the option wins
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "none"])
+def test_no_prefix_is_derived_without_transactions(guarantee: str) -> None:
+    sink = parse(transactionalIdPrefix=None, deliveryGuarantee=guarantee)
+    assert sink.transactional_id_prefix is None
+    assert not sink.prefix_derived
 
 
 @pytest.mark.parametrize("prefix", ["orders enricher", "orders/eur", "ordérs", "a*b"])
