@@ -29,6 +29,8 @@ from checkpoint.errors import DeadlineExceeded, KafkaEosError
 from checkpoint.model import CheckpointId, Committable
 from checkpoint.store import SnapshotStore
 from connectors.kafka.committer import KafkaCommitter
+from connectors.kafka.naming import OwnedId
+from connectors.kafka.owners import Entry, Registration, Unknown
 from connectors.kafka.sink_options import decision_location
 from connectors.kafka.transactions import TxnDescription, TxnState
 
@@ -115,11 +117,26 @@ class TxnDict(TypedDict):
     partitions: list[PartitionDict]
 
 
+class QueryDict(TypedDict):
+    """The query that named a transactional id, as its sink registered it
+    (:mod:`connectors.kafka.owners`)."""
+
+    prefix: str
+    owner: str
+    checkpoint_location: str | None  # None: unknown, for the reason below
+    registered_ms: int | None
+    unknown_reason: str | None
+
+
+class ListedTxnDict(TxnDict):
+    query: QueryDict | None  # None: not an id a kafka-eos sink of this release names
+
+
 class TxnListDict(TypedDict):
-    """JSON form of ``txn list --json``; version 1."""
+    """JSON form of ``txn list --json``; version 1 (``query`` was added within it)."""
 
     version: int
-    transactions: list[TxnDict]
+    transactions: list[ListedTxnDict]
 
 
 class AbortEntryDict(TypedDict):
@@ -247,6 +264,23 @@ def txn_dict(description: TxnDescription, now_ms: int | None = None) -> TxnDict:
         "timeout_ms": description.timeout_ms,
         "partitions": [{"topic": t, "partition": p} for t, p in description.partitions],
     }
+
+
+def listed_txn_dict(description: TxnDescription, queries: Mapping[OwnedId, Entry]) -> ListedTxnDict:
+    """The JSON form of a listed transaction, with the query that named it."""
+    owned = OwnedId.parse(description.transactional_id)
+    entry = None if owned is None else queries.get(owned)
+    query: QueryDict | None = None
+    if owned is not None and entry is not None:
+        registered = entry if isinstance(entry, Registration) else None
+        query = {
+            "prefix": owned.prefix,
+            "owner": owned.owner,
+            "checkpoint_location": None if registered is None else registered.location,
+            "registered_ms": None if registered is None else registered.registered_ms,
+            "unknown_reason": entry.reason if isinstance(entry, Unknown) else None,
+        }
+    return {**txn_dict(description), "query": query}
 
 
 def abort_report(

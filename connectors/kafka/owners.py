@@ -30,6 +30,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from checkpoint.deadline import Deadline, call_with_retries
+from connectors.kafka.naming import OwnedId
 
 _log = logging.getLogger(__name__)
 GROUP_SUFFIX = ".kafka-eos-checkpoint"
@@ -190,3 +191,19 @@ class OwnerRegistry:
                 "nothing is wrong",
                 owner, entry.describe(int(self._wall_clock() * 1000)), location,
             )  # fmt: skip
+
+
+def locate_queries(
+    admin: Callable[[], KafkaAdminClient], cluster: str, transactional_ids: Iterable[str]
+) -> dict[OwnedId, Entry]:
+    """Where the query behind each id that a kafka-eos sink named checkpoints: what tells an
+    operator which query owns a prefix, derived (``kafka-eos-<name>-<hash>``) or not. One
+    request per (prefix, owner); ids of other clients are left out. Never raises."""
+    by_prefix: dict[str, set[str]] = {}
+    for owned in filter(None, map(OwnedId.parse, transactional_ids)):
+        by_prefix.setdefault(owned.prefix, set()).add(owned.owner)
+    return {
+        OwnedId(prefix, owner): entry
+        for prefix, owners in sorted(by_prefix.items())
+        for owner, entry in OwnerRegistry(admin, cluster, prefix).lookup(sorted(owners)).items()
+    }

@@ -21,12 +21,15 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner, Result
 from confluent_kafka import KafkaException, Producer
+from kafka.admin import KafkaAdminClient
 
 from checkpoint.model import Committable, Snapshot
 from checkpoint.store import SnapshotStore
 from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.drain import drain
 from connectors.kafka.errors import TransactionLostError
+from connectors.kafka.naming import TransactionalIdNaming, derived_prefix, owner_of
+from connectors.kafka.owners import OwnerRegistry
 from connectors.kafka.sink_options import decision_location
 from connectors.kafka.transactions import TransactionAdmin, TxnState
 from connectors.kafka.writer import ExactlyOnceWriter
@@ -237,3 +240,45 @@ def test_an_unreachable_cluster_is_a_one_line_error() -> None:
     [line] = result.stderr.splitlines()
     assert line.startswith(f"Error: listing transactions on --bootstrap-servers '127.0.0.1:{port}'")
     assert "Check that the brokers are reachable" in line
+
+
+def test_list_names_the_query_that_owns_each_prefix(
+    kafka: KafkaCluster, topic_factory: Callable[..., str], tmp_path: Path
+) -> None:
+    """A derived prefix (``kafka-eos-<name>-<hash>``) says little by itself: the listing names
+    the checkpoint location each query registered, and says why when none is known."""
+    bootstrap = kafka.bootstrap_servers
+    topic = topic_factory()
+    location = str(tmp_path / "orders")
+    prefix = derived_prefix(location)
+    registered, silent = (TransactionalIdNaming(prefix, owner_of(str(uuid.uuid4()))) for _ in "ab")
+    producers = []
+    for naming in (registered, silent):
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": naming.transactional_id(0, 0)}
+        )
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, value=b"open")
+        producer.flush(30)
+        producers.append(producer)
+    try:
+        with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+            OwnerRegistry(lambda: admin, bootstrap, prefix).register(
+                registered.owner, location, [(topic, 0)]
+            )
+        listed = txn("list", "--bootstrap-servers", bootstrap, "--prefix", prefix, "--json")
+        assert listed.exit_code == 0, listed.output
+        rows = json.loads(listed.stdout)["transactions"]
+        queries = {row["transactional_id"]: row["query"] for row in rows}
+        known, unknown = (queries[n.transactional_id(0, 0)] for n in (registered, silent))
+        assert known["checkpoint_location"] == location and known["prefix"] == prefix
+        assert known["owner"] == registered.owner and known["unknown_reason"] is None
+        assert unknown["checkpoint_location"] is None and unknown["owner"] == silent.owner
+        assert "no registration in consumer group" in unknown["unknown_reason"]
+        text = txn("list", "--bootstrap-servers", bootstrap, "--prefix", prefix)
+        assert location in text.stdout
+        assert f"owner {silent.owner}: location unknown" in text.stdout
+    finally:
+        for producer in producers:
+            producer.abort_transaction(30)

@@ -9,7 +9,13 @@ from collections import defaultdict
 import click
 from rich.table import Table
 
-from connectors.kafka.lingering import AbortReportDict, PartitionDict, Result, TxnDict
+from connectors.kafka.lingering import (
+    AbortReportDict,
+    PartitionDict,
+    QueryDict,
+    Result,
+    TxnDict,
+)
 from connectors.kafka.resolve import ResolveReportDict, Standing
 from connectors.lint.inputs import format_duration
 from kafka_eos.commands._cluster import console
@@ -44,6 +50,15 @@ def txn_cells(txn: TxnDict) -> list[str]:
         format_duration(txn["timeout_ms"]),
         partitions_text(txn["partitions"]),
     ]
+
+
+def query_text(query: QueryDict | None) -> str:
+    """Where the query that named an id checkpoints: ``-`` for ids of other clients."""
+    if query is None:
+        return "-"
+    if query["checkpoint_location"] is None:
+        return f"owner {query['owner']}: location unknown (see --json)"
+    return query["checkpoint_location"]
 
 
 def partitions_text(partitions: list[PartitionDict]) -> str:

@@ -27,10 +27,11 @@ from connectors.kafka.lingering import (
     abort_lingering,
     abort_report,
     decided_transactions,
+    listed_txn_dict,
     plan_abort,
     reaching,
-    txn_dict,
 )
+from connectors.kafka.owners import locate_queries
 from connectors.kafka.resolve import (
     ResolveReportDict,
     Standing,
@@ -48,6 +49,7 @@ from kafka_eos.commands._txn_text import (
     print_plan,
     print_resolve,
     print_way_forward,
+    query_text,
     txn_cells,
     txn_table,
 )
@@ -99,7 +101,12 @@ def list_command(
         reaching(bootstrap_servers, "listing transactions"),
     ):
         described = open_transactions(committer.admin, prefix, all_states=all_states)
-    found = [txn_dict(d) for d in described]
+        queries = locate_queries(
+            lambda: committer.admin.kafka_admin,
+            bootstrap_servers,
+            (d.transactional_id for d in described),
+        )
+    found = [listed_txn_dict(d, queries) for d in described]
     if as_json:
         listing: TxnListDict = {"version": 1, "transactions": found}
         click.echo(json.dumps(listing, indent=2))
@@ -108,9 +115,9 @@ def list_command(
         scope = f" of prefix {prefix!r}" if prefix else ""
         click.echo(f"no {'' if all_states else 'Ongoing '}transactions{scope}")
         return
-    table = txn_table()
+    table = txn_table("query (checkpoint location)")
     for txn in found:
-        table.add_row(*txn_cells(txn))
+        table.add_row(*txn_cells(txn), query_text(txn["query"]))
     console().print(table)
 
 
