@@ -1,4 +1,5 @@
-"""``format("kafka-eos")`` with no ``register()`` call, in a fresh process (issue 14, item 1).
+"""``format("kafka-eos")`` with no ``register()`` call and no option of its own, in a fresh
+process (issue 14): a job written for Spark's Kafka source and sink, with the format renamed.
 
 kafka-eos is built as a wheel and installed into a directory of its own, which the job's
 process (and, through ``PYTHONPATH``, Spark's Python workers) finds: what ``pip install
@@ -24,6 +25,8 @@ from pathlib import Path
 import pytest
 
 from connectors.kafka.drain import drain
+from connectors.kafka.naming import derived_prefix
+from connectors.kafka.transactions import TransactionAdmin
 from integration_tests.source.conftest import produce
 from kafka_eos.cluster import KafkaCluster
 
@@ -61,8 +64,6 @@ _JOB = textwrap.dedent(
         .writeStream.format("kafka-eos")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", sink)
-        .option("transactionalIdPrefix", f"auto-{sink}")
-        .option("kafka.transaction.timeout.ms", "900000")
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
         .start()
@@ -113,3 +114,9 @@ def test_a_fresh_job_finds_the_format_without_register(
     assert "batch rows 200" in result.stdout
     written = Counter(int(r.key) for r in drain(bootstrap, sink, "read_committed"))
     assert written == Counter(range(200))
+    # With the sink's defaults (item 2): transactions under the prefix derived from the
+    # checkpoint location, with the timeout chosen from the brokers' maximum (Kafka's default).
+    prefix = derived_prefix(str(tmp_path / "checkpoint"))
+    with TransactionAdmin({"bootstrap.servers": bootstrap}) as admin:
+        ended = admin.describe(admin.list_transactional_ids(prefix, ongoing_only=False))
+    assert ended and {d.timeout_ms for d in ended.values() if d} == {900_000}

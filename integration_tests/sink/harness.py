@@ -21,6 +21,7 @@ from checkpoint.crashpoints import HITS_DIR_ENV, parse_spec, struck_marker
 from checkpoint.store import SnapshotStore
 from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.drain import drain
+from connectors.kafka.naming import derived_prefix
 from connectors.kafka.transactions import TransactionAdmin, TxnDescription
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,8 @@ class Pipeline:
     bootstrap: str
     topic: str
     checkpoint: Path
-    prefix: str = field(default_factory=lambda: f"eos-{uuid.uuid4().hex[:8]}")
+    # None: a drop-in's job, without transactionalIdPrefix and kafka.transaction.timeout.ms.
+    prefix: str | None = field(default_factory=lambda: f"eos-{uuid.uuid4().hex[:8]}")
     count: int = 300
     per_batch: int = 100
     partitions: int = 2
@@ -47,7 +49,13 @@ class Pipeline:
     # Read by the kafka-eos source when set (see :func:`fill_numbers`), else numbers made up
     # by the test source: Kafka -> our source -> Spark -> our sink -> Kafka end to end.
     input_topic: str | None = None
+    location: str | None = None  # how the job spells the checkpoint location, if not as a path
     hits_dir: Path | None = None  # the crash points' record of the last run with a fault
+
+    @property
+    def transactional_id_prefix(self) -> str:
+        """The prefix the sink runs with: the option, or the one it derives."""
+        return self.prefix or derived_prefix(self.location or str(self.checkpoint))
 
     def run(
         self,
@@ -133,10 +141,12 @@ class Pipeline:
         command = [
             sys.executable, "-m", "integration_tests.sink.pipeline_job",
             "--bootstrap", self.bootstrap, "--topic", self.topic,
-            "--checkpoint", str(self.checkpoint), "--prefix", self.prefix,
+            "--checkpoint", self.location or str(self.checkpoint),
             "--count", str(self.count), "--per-batch", str(self.per_batch),
             "--partitions", str(partitions or self.partitions), "--master", self.master,
         ]  # fmt: skip
+        if self.prefix is not None:
+            command += ["--prefix", self.prefix]
         if self.input_topic is not None:
             command += ["--input-topic", self.input_topic]
         for key, value in (options or {}).items():
@@ -208,7 +218,7 @@ class Pipeline:
 
     def open_transactions(self) -> list[str]:
         with TransactionAdmin({"bootstrap.servers": self.bootstrap}) as admin:
-            return admin.list_transactional_ids(self.prefix)
+            return admin.list_transactional_ids(self.transactional_id_prefix)
 
 
 def fill_numbers(bootstrap: str, topic: str, count: int, partitions: int) -> None:

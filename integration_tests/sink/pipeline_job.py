@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--prefix", help="transactionalIdPrefix; without it, a drop-in's job")
     parser.add_argument("--count", type=int, default=300)
     parser.add_argument("--per-batch", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=2)
@@ -62,10 +62,12 @@ def main(argv: list[str]) -> int:
         .writeStream.format("kafka-eos")
         .option("kafka.bootstrap.servers", args.bootstrap)
         .option("topic", args.topic)
-        .option("transactionalIdPrefix", args.prefix)
         .option("checkpointLocation", args.checkpoint)
-        .option("kafka.transaction.timeout.ms", "900000")
     )
+    if args.prefix:  # else what a job written for Spark's sink sets: the sink's defaults
+        writer = writer.option("transactionalIdPrefix", args.prefix).option(
+            "kafka.transaction.timeout.ms", "900000"
+        )
     for pair in args.option:
         key, _, value = pair.partition("=")
         writer = writer.option(key, value)

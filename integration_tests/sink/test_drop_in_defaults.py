@@ -1,0 +1,96 @@
+"""A job written for Spark's Kafka sink, with only the format name changed (issue 14).
+
+It sets neither ``transactionalIdPrefix`` nor ``kafka.transaction.timeout.ms``: the sink
+derives the prefix from the checkpoint location and chooses the timeout from the brokers'
+``transaction.max.timeout.ms`` (15 min on a broker with Kafka's defaults, as here). Both are
+checked where they matter: after a crash, the restarted query must find the lingering
+transactions of the derived prefix again, however the location is spelled; and a query reset
+on the same location (a new query id, the same derived prefix) must meet the old query's open
+transactions with the shared-prefix guard's error, not abort them. On the default Kafka
+version only: neither default depends on the transaction protocol's version.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from connectors.kafka.naming import derived_prefix
+from integration_tests.conftest import create_topic
+from integration_tests.sink.harness import (
+    KILLED,
+    Pipeline,
+    assert_exactly_once,
+    assert_ran,
+    fill_numbers,
+)
+from kafka_eos.cluster import KafkaCluster
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+BATCH_0, BATCH_1, ALL = Counter(range(100)), Counter(range(100, 200)), Counter(range(300))
+BROKER_DEFAULT_MAX_MS = 900_000  # transaction.max.timeout.ms on a broker with Kafka's defaults
+
+
+@pytest.fixture
+def pipeline(kafka: KafkaCluster, tmp_path: Path) -> Pipeline:
+    """The fault matrix's query (kafka-eos source, two tasks), with the sink's defaults."""
+    bootstrap = kafka.bootstrap_servers
+    numbers = create_topic(bootstrap, partitions=2)
+    fill_numbers(bootstrap, numbers, count=300, partitions=2)
+    output = create_topic(bootstrap, partitions=2)
+    return Pipeline(bootstrap, output, tmp_path / "checkpoint", prefix=None, input_topic=numbers)
+
+
+def _crash_before_the_decision_of_batch_1(pipeline: Pipeline) -> list[str]:
+    """Batch 1 pre-committed by both tasks, never decided: its transactions linger."""
+    assert_ran(pipeline.run("driver.before_decision@1"), KILLED)
+    assert pipeline.uncommitted() == BATCH_0 + BATCH_1 and pipeline.committed() == BATCH_0
+    lingering = pipeline.open_transactions()
+    assert len(lingering) == 2, lingering  # one per task, under the derived prefix
+    return lingering
+
+
+def test_a_drop_in_job_recovers_a_crash_exactly_once_however_the_location_is_spelled(
+    pipeline: Pipeline,
+) -> None:
+    lingering = _crash_before_the_decision_of_batch_1(pipeline)
+    prefix = derived_prefix(str(pipeline.checkpoint))
+    assert all(tid.startswith(f"{prefix}-") for tid in lingering)
+    described = pipeline.transactions(lingering)
+    assert {d.timeout_ms for d in described.values() if d} == {BROKER_DEFAULT_MAX_MS}
+
+    # The restart spells the same location as a URI with a trailing slash: Spark reads the
+    # same checkpoint, and the sink must derive the same prefix to find the lingering ones.
+    pipeline.location = f"file://{pipeline.checkpoint}/"
+    assert_ran(pipeline.run())
+    assert_exactly_once(pipeline)  # read_committed: none missing, none twice, nothing open
+    assert pipeline.uncommitted() == ALL + BATCH_1  # the first copy of batch 1 was aborted
+
+
+def test_a_query_reset_on_the_same_location_stops_at_the_old_querys_open_transactions(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    lingering = _crash_before_the_decision_of_batch_1(pipeline)
+    # The user resets the query: a fresh checkpoint at the same location, so a new query id
+    # (another owner) under the same derived prefix. The old checkpoint is kept aside here,
+    # to finish the old query afterwards.
+    kept = tmp_path / "old-checkpoint"
+    pipeline.checkpoint.rename(kept)
+    reset = pipeline.run()
+    assert reset.returncode != 0, "the reset query decided a batch beside open transactions"
+    message = reset.stderr
+    assert f"transactionalIdPrefix {pipeline.transactional_id_prefix!r} is in use" in message
+    assert "the prefix was derived from the checkpoint location" in message
+    assert f"checkpoint {str(pipeline.checkpoint)!r}, registered" in message  # the old one's
+    assert all(tid in message for tid in lingering)  # named, and left alone:
+    assert sorted(pipeline.open_transactions()) == sorted(lingering)
+    assert pipeline.committed() == BATCH_0  # the reset query's batch 0 was not decided
+
+    # Back to the old query: it sweeps its own lingering transactions and finishes.
+    pipeline.checkpoint.rename(tmp_path / "reset-checkpoint")
+    kept.rename(pipeline.checkpoint)
+    assert_ran(pipeline.run())
+    assert_exactly_once(pipeline)
