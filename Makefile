@@ -62,7 +62,8 @@ test-faults-removed: venv kafka-jars images
 	@echo "==> fault tests with their faults removed: each must fail"
 	KAFKA_EOS_TEST_REMOVE_FAULTS=1 $(BIN)/python -m pytest -p integration_tests.faults_removed \
 		integration_tests/sink/test_fault_matrix.py integration_tests/sink/test_sink_failures.py \
-		integration_tests/sink/test_sink_auth.py -k "not kafka-3.9.2" -q -rA
+		integration_tests/sink/test_sink_auth.py integration_tests/sink/test_drop_in_defaults.py \
+		-k "not kafka-3.9.2" -q -rA
 
 # Not in `make test`: measurements, not tests. Each suite rewrites its own section of
 # docs/benchmarks.md (about 10 min for the pipeline, 2 min for the source); run on an idle machine.

@@ -9,10 +9,11 @@ print the origin, so a finding about a default says so.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from connectors.lint import kafka_eos_source
+from connectors.lint import kafka_eos_sink, kafka_eos_source
 from connectors.lint.client_keys import (
     Client,
     Role,
@@ -89,7 +90,8 @@ class ClientView:
     """A producer or consumer config as the given client will actually run it.
 
     ``forced`` holds values the code owning the client sets whatever the config says
-    (``forced_by`` names it): the kafka-eos source's ``enable.auto.commit=false``.
+    (``forced_by`` names it): the kafka-eos source's ``enable.auto.commit=false``. ``chosen``
+    holds the values it sets when the config is silent: the kafka-eos sink's timeout.
     """
 
     role: Role
@@ -98,6 +100,7 @@ class ClientView:
     config: Mapping[str, str]
     forced: Mapping[str, str] = field(default_factory=dict)
     forced_by: str = ""
+    chosen: Mapping[str, Setting] = field(default_factory=dict)  # when the config is silent
 
     def name(self, key: str) -> str:
         """``key`` as the user wrote it, else as ``client``'s documentation spells it."""
@@ -111,7 +114,13 @@ class ClientView:
     def get(self, key: str) -> Setting:
         """The effective value: forced, else set, else derived by the client, else the
         client default."""
-        return self._forced(key) or self.explicit(key) or self._derived(key) or self._default(key)
+        return (
+            self._forced(key)
+            or self.explicit(key)
+            or self.chosen.get(key)
+            or self._derived(key)
+            or self._default(key)
+        )
 
     def _forced(self, key: str) -> Setting | None:
         if key not in self.forced:
@@ -226,7 +235,7 @@ class LintContext:
         client = lint_input.client
         return cls(
             input=lint_input,
-            producer=_view("producer", "producer", client, lint_input.producer),
+            producer=_producer_view(lint_input),
             source=_source_view(lint_input),
             downstream=tuple(
                 ClientView(
@@ -268,6 +277,20 @@ def _view(
     role: Role, label: str, client: Client, config: Mapping[str, str] | None
 ) -> ClientView | None:
     return None if config is None else ClientView(role, label, client, config)
+
+
+def _producer_view(lint_input: LintInput) -> ClientView | None:
+    """The sink's producer: any producer on the run's client, or the kafka-eos sink's."""
+    view = _view("producer", "producer", lint_input.client, lint_input.producer)
+    if view is None or not lint_input.kafka_eos_sink:
+        return view
+    broker = BrokerView(lint_input.broker or {})  # unknown: a broker on Kafka's defaults
+    chosen = kafka_eos_sink.default_transaction_timeout_ms(
+        broker.get("transaction.max.timeout.ms").ms(), lint_input.timing
+    )
+    key = view.name("transaction.timeout.ms")
+    setting = Setting(view.label, key, str(chosen), kafka_eos_sink.CHOSEN_TIMEOUT_NOTE)
+    return dataclasses.replace(view, chosen={"transaction.timeout.ms": setting})
 
 
 def _source_view(lint_input: LintInput) -> ClientView | None:

@@ -34,12 +34,9 @@ class SinkConfigError(LintError, ConfigError):
     says what to change.
     """
 
-    def __init__(self, findings: Sequence[Finding], *, context: str = "") -> None:
+    def __init__(self, findings: Sequence[Finding]) -> None:
         self.findings: tuple[Finding, ...] = tuple(findings)
-        self.context = context
         lines = [f"{len(self.findings)} exactly-once configuration error(s):"]
-        if context:
-            lines.append(f"  ({context})")
         for finding in self.findings:
             lines.append(f"  {finding.rule}: {finding.message}")
             lines.append(f"    fix: {finding.fix}")

@@ -159,7 +159,9 @@ class LintInput:
 
     ``kafka_eos_source``: ``consumer`` is the kafka-eos Spark source (a pipeline file's
     ``source:`` section), linted with the settings it forces (``kafka_eos_source.py``);
-    otherwise it is any consumer, linted on its client's defaults.
+    otherwise it is any consumer, linted on its client's defaults. ``kafka_eos_sink``: the
+    same for ``producer`` and the kafka-eos Spark sink (a ``sink:`` section,
+    ``kafka_eos_sink.py``), which chooses a transactional id and timeout when none is set.
     """
 
     client: Client = DEFAULT_CLIENT
@@ -175,6 +177,7 @@ class LintInput:
     cluster: ClusterFacts = field(default_factory=ClusterFacts)
     rule_options: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     kafka_eos_source: bool = False
+    kafka_eos_sink: bool = False
 
     def sink_option(self, name: str) -> str | None:
         """Spark sink option ``name``, matched case-insensitively as Spark does."""

@@ -192,6 +192,7 @@ def pipeline_input(document: object, *, source: str = "<pipeline>") -> LintInput
         producer=merge_configs(producer, sink_kafka if "sink" in doc else None),
         consumer=merge_configs(consumer, source_kafka if "source" in doc else None),
         kafka_eos_source="source" in doc,
+        kafka_eos_sink="sink" in doc,
         downstream_consumers=_downstream(doc.get("downstream_consumers"), source),
         broker=_optional_flat(doc, "broker", source),
         sink_options=sink_options,

@@ -22,17 +22,14 @@ Only plain values are read; callbacks in the producer config (``error_cb``) are 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 
-from connectors.lint.client_keys import DEFAULT_CLIENT, Client, find_key
-from connectors.lint.context import BrokerView
+from connectors.lint.client_keys import DEFAULT_CLIENT, Client
+from connectors.lint.context import LintContext
 from connectors.lint.errors import SinkConfigError
 from connectors.lint.findings import Finding
 from connectors.lint.inputs import LintInput, Timing, config_value
 from connectors.lint.registry import run_rules
-from connectors.lint.rules.eos002_transaction_timeout_too_short import RULE as EOS002
-from connectors.lint.rules.eos003_transaction_timeout_stalls_readers import RULE as EOS003
 
 # transaction.timeout.ms <= broker maximum; comfortably above trigger + batch + restart;
 # message.timeout.ms <= transaction.timeout.ms.
@@ -46,56 +43,47 @@ def check_sink_config(
     *,
     client: Client = DEFAULT_CLIENT,
 ) -> list[Finding]:
-    """Run the sink's startup rules. ``broker_config=None`` (unknown) skips EOS001."""
-    lint_input = LintInput(
-        client=client,
-        producer=_as_config(producer_config),
-        broker=None if broker_config is None else _as_config(broker_config),
-        timing=timing,
-    )
-    return run_rules(lint_input, select=SINK_RULES)
+    """Run the sink's startup rules on the producer as the kafka-eos sink runs it (with the
+    timeout it chooses when none is set, :mod:`connectors.lint.kafka_eos_sink`).
+    ``broker_config=None`` (unknown) skips EOS001."""
+    return run_rules(_sink_input(producer_config, broker_config, timing, client), select=SINK_RULES)
 
 
 def checked_sink_config(
     producer_config: Mapping[str, object], broker_config: Mapping[str, object], timing: Timing
 ) -> dict[str, object]:
     """The producer config the sink runs with, once the startup rules pass on it: the user's,
-    plus a transaction timeout when it sets none (:func:`default_transaction_timeout_ms`).
-    A default that fails a rule says so beside the findings: the user never wrote it."""
+    plus the transaction timeout the rules saw the sink choose when the user set none."""
+    lint_input = _sink_input(producer_config, broker_config, timing, DEFAULT_CLIENT)
+    raise_for_errors(run_rules(lint_input, select=SINK_RULES))
     config = dict(producer_config)
-    context = ""
-    if find_key(_as_config(config), "transaction.timeout.ms") is None:
-        chosen = default_transaction_timeout_ms(broker_config, timing)
-        config["transaction.timeout.ms"] = str(chosen)
-        context = (
-            f"option 'kafka.transaction.timeout.ms' is not set; the sink chose {chosen}, "
-            "from the brokers' transaction.max.timeout.ms and the timing options"
-        )
-    raise_for_errors(check_sink_config(config, broker_config, timing), context=context)
+    producer = LintContext.from_input(lint_input).producer
+    assert producer is not None
+    if producer.explicit("transaction.timeout.ms") is None:
+        config["transaction.timeout.ms"] = producer.get("transaction.timeout.ms").value
     return config
 
 
-def default_transaction_timeout_ms(broker_config: Mapping[str, object], timing: Timing) -> int:
-    """The ``transaction.timeout.ms`` of a sink that sets none (librdkafka's 1 min fails
-    EOS002): what EOS002 requires, but at least EOS003's 15 min and at most what the brokers
-    allow (EOS001). Longer than required costs readers nothing while the query runs, for the
-    sink aborts its lingering transactions when it restarts, and gives a slow restart room to
-    commit a decided batch; longer than 15 min would stall readers when a query dies for good.
-    The caller still runs the checks: a broker maximum below what EOS002 requires fails them.
-    """
-    broker_max = BrokerView(_as_config(broker_config)).get("transaction.max.timeout.ms").ms()
-    factor = float(EOS002.options["safety_factor"])
-    required = math.ceil(factor * timing.commit_window_ms)
-    stall_limit = int(EOS003.options["max_timeout_ms"])
-    return min(broker_max, max(required, stall_limit))
-
-
-def raise_for_errors(findings: Iterable[Finding], *, context: str = "") -> None:
-    """Raise ``SinkConfigError`` listing the error findings, if there are any; ``context``
-    says where a value the user never set came from."""
+def raise_for_errors(findings: Iterable[Finding]) -> None:
+    """Raise ``SinkConfigError`` listing the error findings, if there are any."""
     errors = [finding for finding in findings if finding.severity == "error"]
     if errors:
-        raise SinkConfigError(errors, context=context)
+        raise SinkConfigError(errors)
+
+
+def _sink_input(
+    producer_config: Mapping[str, object],
+    broker_config: Mapping[str, object] | None,
+    timing: Timing,
+    client: Client,
+) -> LintInput:
+    return LintInput(
+        client=client,
+        producer=_as_config(producer_config),
+        broker=None if broker_config is None else _as_config(broker_config),
+        timing=timing,
+        kafka_eos_sink=True,
+    )
 
 
 def _as_config(config: Mapping[str, object]) -> dict[str, str]:

@@ -14,9 +14,11 @@ from connectors.lint import (
     SinkConfigError,
     Timing,
     check_sink_config,
+    checked_sink_config,
     raise_for_errors,
     run_rules,
 )
+from connectors.lint.loaders import pipeline_input
 
 GOOD = {"transactional.id": "orders-v1-0", "transaction.timeout.ms": 900000, "error_cb": print}
 
@@ -93,7 +95,7 @@ SLOW = Timing(max_batch_duration_ms=600_000)  # needs 2 x (10 s + 10 min + 5 min
     ],
 )
 def test_without_a_timeout_the_sink_chooses_one_that_passes(broker, timing, chosen):
-    config = connectors.lint.sink_checks.checked_sink_config(NO_TIMEOUT, broker, timing)
+    config = checked_sink_config(NO_TIMEOUT, broker, timing)
     assert config == {**NO_TIMEOUT, "transaction.timeout.ms": chosen}
     assert check_sink_config(config, broker, timing) == []
 
@@ -104,12 +106,13 @@ def test_without_a_timeout_the_sink_chooses_one_that_passes(broker, timing, chos
 )
 def test_when_no_timeout_the_brokers_allow_passes_the_error_says_it_was_chosen(broker, timing):
     with pytest.raises(SinkConfigError) as caught:
-        connectors.lint.sink_checks.checked_sink_config(NO_TIMEOUT, broker, timing)
+        checked_sink_config(NO_TIMEOUT, broker, timing)
     [finding] = caught.value.findings
     assert finding.rule == "EOS002"
     maximum = broker.get("transaction.max.timeout.ms", "900000")
-    assert f"'kafka.transaction.timeout.ms' is not set; the sink chose {maximum}" in str(
-        caught.value
+    assert f"producer transaction.timeout.ms={maximum} (" in finding.message
+    assert "chosen by the kafka-eos sink from the brokers' transaction.max.timeout.ms" in (
+        finding.message
     )
     assert "raise the brokers' transaction.max.timeout.ms" in finding.fix
 
@@ -117,7 +120,17 @@ def test_when_no_timeout_the_brokers_allow_passes_the_error_says_it_was_chosen(b
 def test_a_timeout_the_user_set_is_kept_and_checked():
     user = {**NO_TIMEOUT, "transaction.timeout.ms": "60000"}
     with pytest.raises(SinkConfigError) as caught:
-        connectors.lint.sink_checks.checked_sink_config(user, {}, Timing())
-    assert "not set" not in str(caught.value)  # the user's own value, no story about a default
+        checked_sink_config(user, {}, Timing())
+    assert "chosen by" not in str(caught.value)  # the user's own value
     kept = {**NO_TIMEOUT, "transaction.timeout.ms": 800_000}
-    assert connectors.lint.sink_checks.checked_sink_config(kept, {}, Timing()) == kept
+    assert checked_sink_config(kept, {}, Timing()) == kept
+
+
+def test_a_pipeline_files_sink_section_is_linted_as_the_sink_runs():
+    """``kafka-eos lint`` of a drop-in's sink section: no prefix, no timeout, no finding."""
+    document = {"sink": {"kafka.bootstrap.servers": "k:9092", "checkpointLocation": "/c/q"}}
+    findings = run_rules(pipeline_input(document), select=["EOS001", "EOS002", "EOS008"])
+    assert findings == []
+    bare_producer = LintInput(producer={}, broker={})  # not the sink: librdkafka's defaults
+    rules = {f.rule for f in run_rules(bare_producer, select=["EOS002", "EOS008"])}
+    assert rules == {"EOS002", "EOS008"}

@@ -61,13 +61,14 @@ from collections.abc import Iterator
 from connectors.lint.context import LintContext
 from connectors.lint.findings import Finding
 from connectors.lint.inputs import format_duration
+from connectors.lint.kafka_eos_sink import SAFETY_FACTOR
 from connectors.lint.rule import RuleMeta
 
 RULE = RuleMeta(
     id="EOS002",
     name="transaction-timeout-too-short",
     severity="error",
-    options={"safety_factor": 2.0},
+    options={"safety_factor": SAFETY_FACTOR},
 )
 
 

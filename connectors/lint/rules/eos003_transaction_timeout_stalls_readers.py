@@ -57,13 +57,14 @@ from collections.abc import Iterator
 from connectors.lint.context import LintContext
 from connectors.lint.findings import Finding
 from connectors.lint.inputs import format_duration
+from connectors.lint.kafka_eos_sink import STALL_LIMIT_MS
 from connectors.lint.rule import RuleMeta
 
 RULE = RuleMeta(
     id="EOS003",
     name="transaction-timeout-stalls-readers",
     severity="warning",
-    options={"max_timeout_ms": 900_000.0},
+    options={"max_timeout_ms": float(STALL_LIMIT_MS)},
 )
 
 

@@ -2,10 +2,11 @@
 
 ## What
 
-Neither the producer's `transactional.id` nor the sink's `transactionalIdPrefix` is set,
-or one of them looks generated per run: it contains a UUID, a long random-looking hex
-string, an epoch timestamp or a date-time, or a placeholder such as `${random.uuid}`,
-`{uuid}`, `{timestamp}` or `{hostname}`.
+Neither the producer's `transactional.id` nor the sink's `transactionalIdPrefix` is set
+(outside a pipeline file's `sink:` section: the kafka-eos sink derives a stable prefix from
+its checkpoint location), or one of them looks generated per run: it contains a UUID, a
+long random-looking hex string, an epoch timestamp or a date-time, or a placeholder such as
+`${random.uuid}`, `{uuid}`, `{timestamp}` or `{hostname}`.
 
 ## Why
 
@@ -92,7 +93,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     if ctx.producer is None and not ctx.input.sink_options:
         return
     ids = [setting for setting in (_transactional_id(ctx), _prefix(ctx)) if setting is not None]
-    if not ids:
+    if not ids and not ctx.input.kafka_eos_sink:  # that sink derives a prefix if none is set
         yield RULE.finding(
             f"no transactional.id or {_PREFIX_OPTION}: the producer is only idempotent, so"
             " there is no two-phase commit and replayed batches are written twice",
