@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Producer
 
@@ -23,6 +24,7 @@ from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.drain import drain
 from connectors.kafka.naming import derived_prefix
 from connectors.kafka.transactions import TransactionAdmin, TxnDescription
+from integration_tests.conftest import create_topic
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILLED = -9
@@ -219,6 +221,19 @@ class Pipeline:
     def open_transactions(self) -> list[str]:
         with TransactionAdmin({"bootstrap.servers": self.bootstrap}) as admin:
             return admin.list_transactional_ids(self.transactional_id_prefix)
+
+
+# The batches of the default pipeline (300 numbers, 100 a batch).
+BATCH_0, BATCH_1, ALL = Counter(range(100)), Counter(range(100, 200)), Counter(range(300))
+
+
+def fed_pipeline(bootstrap: str, checkpoint: Path, **fields: Any) -> Pipeline:
+    """The fault matrix's query: the numbers 0..299 in a topic of two partitions (so two
+    tasks), read by the kafka-eos source, written to a new topic of two partitions."""
+    numbers = create_topic(bootstrap, partitions=2)
+    fill_numbers(bootstrap, numbers, count=300, partitions=2)
+    output = create_topic(bootstrap, partitions=2)
+    return Pipeline(bootstrap, output, checkpoint, input_topic=numbers, **fields)
 
 
 def fill_numbers(bootstrap: str, topic: str, count: int, partitions: int) -> None:

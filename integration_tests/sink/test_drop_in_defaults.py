@@ -12,36 +12,32 @@ version only: neither default depends on the transaction protocol's version.
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from connectors.kafka.naming import derived_prefix
-from integration_tests.conftest import create_topic
 from integration_tests.sink.harness import (
+    ALL,
+    BATCH_0,
+    BATCH_1,
     KILLED,
     Pipeline,
     assert_exactly_once,
     assert_ran,
-    fill_numbers,
+    fed_pipeline,
 )
 from kafka_eos.cluster import KafkaCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-BATCH_0, BATCH_1, ALL = Counter(range(100)), Counter(range(100, 200)), Counter(range(300))
 BROKER_DEFAULT_MAX_MS = 900_000  # transaction.max.timeout.ms on a broker with Kafka's defaults
 
 
 @pytest.fixture
 def pipeline(kafka: KafkaCluster, tmp_path: Path) -> Pipeline:
-    """The fault matrix's query (kafka-eos source, two tasks), with the sink's defaults."""
-    bootstrap = kafka.bootstrap_servers
-    numbers = create_topic(bootstrap, partitions=2)
-    fill_numbers(bootstrap, numbers, count=300, partitions=2)
-    output = create_topic(bootstrap, partitions=2)
-    return Pipeline(bootstrap, output, tmp_path / "checkpoint", prefix=None, input_topic=numbers)
+    """The fault matrix's query, with the sink's defaults."""
+    return fed_pipeline(kafka.bootstrap_servers, tmp_path / "checkpoint", prefix=None)
 
 
 def _crash_before_the_decision_of_batch_1(pipeline: Pipeline) -> list[str]:

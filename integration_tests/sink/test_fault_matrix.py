@@ -12,35 +12,29 @@ decisions and transactions caught half-way.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from connectors.kafka.transactions import TxnState
-from integration_tests.conftest import create_topic
 from integration_tests.sink.harness import (
+    ALL,
+    BATCH_0,
+    BATCH_1,
     KILLED,
     Pipeline,
     assert_exactly_once,
     assert_ran,
-    fill_numbers,
+    fed_pipeline,
 )
 from kafka_eos.cluster import KafkaCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-BATCH_0, BATCH_1, ALL = Counter(range(100)), Counter(range(100, 200)), Counter(range(300))
-
 
 @pytest.fixture
 def pipeline(versioned_kafka: KafkaCluster, tmp_path: Path) -> Pipeline:
-    """A query fed by the kafka-eos source from a topic of two partitions (so two tasks)."""
-    bootstrap = versioned_kafka.bootstrap_servers
-    numbers = create_topic(bootstrap, partitions=2)
-    fill_numbers(bootstrap, numbers, count=300, partitions=2)
-    output = create_topic(bootstrap, partitions=2)
-    return Pipeline(bootstrap, output, tmp_path / "checkpoint", input_topic=numbers)
+    return fed_pipeline(versioned_kafka.bootstrap_servers, tmp_path / "checkpoint")
 
 
 def _crash_then_recover(pipeline: Pipeline, crash_at: str) -> None:

@@ -20,11 +20,18 @@ from connectors.kafka.lifetime import commit_margin_ms, remaining_ms
 from connectors.kafka.transactions import TxnState
 from integration_tests.conftest import KafkaFactory, create_topic
 from integration_tests.sink.conftest import default_version_only
-from integration_tests.sink.harness import KILLED, Pipeline, assert_exactly_once, assert_ran
+from integration_tests.sink.harness import (
+    ALL,
+    BATCH_0,
+    BATCH_1,
+    KILLED,
+    Pipeline,
+    assert_exactly_once,
+    assert_ran,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-BATCH_0, BATCH_1, ALL = Counter(range(100)), Counter(range(100, 200)), Counter(range(300))
 # What one of batch 1's two tasks writes: the test source gives task i the numbers i, i + 2, ...
 ONE_TASK_OF_BATCH_1 = (Counter(range(100, 200, 2)), Counter(range(101, 200, 2)))
 
