@@ -11,14 +11,14 @@ export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: demo test venv kafka-jars docker-engine images check unit integration \
+.PHONY: demo test venv kafka-jars spark-kafka-jars docker-engine images check unit integration \
 	test-faults-removed bench stop-docker clean
 
 demo: venv kafka-jars
 	@echo "==> kafka-eos demo (embedded Kafka + Spark local[*])"
 	$(BIN)/kafka-eos demo
 
-test: venv kafka-jars images check unit integration
+test: venv kafka-jars spark-kafka-jars images check unit integration
 	@echo "==> all tests passed"
 
 venv: $(VENV)/.installed
@@ -33,6 +33,11 @@ $(VENV)/.installed: pyproject.toml
 kafka-jars:
 	@echo "==> Apache Kafka jars from Maven Central ($(KAFKA_VERSIONS))"
 	@for v in $(KAFKA_VERSIONS); do docker/kafka/fetch-jars.sh $$v || exit 1; done
+
+# Spark's own Kafka connector, which the migration test runs before kafka-eos.
+spark-kafka-jars:
+	@echo "==> Spark's Kafka connector jars from Maven Central"
+	@scripts/spark-kafka-jars/fetch.sh
 
 docker-engine:
 	@echo "==> Docker engine"
@@ -51,7 +56,7 @@ unit: venv
 	@echo "==> unit tests (no broker)"
 	$(BIN)/python -m pytest tests -q
 
-integration: venv kafka-jars images
+integration: venv kafka-jars spark-kafka-jars images
 	@echo "==> integration tests (real Kafka, real Spark)"
 	$(BIN)/python -m pytest integration_tests -q -rA --durations=15
 
