@@ -51,9 +51,11 @@ def kafka_factory() -> Iterator[KafkaFactory]:
         yield start
 
 
-def create_topic(bootstrap_servers: str, partitions: int = 1, replication: int = 1) -> str:
-    """Create a uniquely named topic and wait until it exists."""
-    name = f"t-{uuid.uuid4().hex[:12]}"
+def create_topic(
+    bootstrap_servers: str, partitions: int = 1, replication: int = 1, name: str | None = None
+) -> str:
+    """Create a topic (uniquely named unless ``name`` is given) and wait until it exists."""
+    name = name or f"t-{uuid.uuid4().hex[:12]}"
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     for future in admin.create_topics(
         [NewTopic(name, num_partitions=partitions, replication_factor=replication)],
@@ -97,7 +99,8 @@ def topic_factory(kafka: KafkaCluster) -> Callable[..., str]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """One local SparkSession for the session; stopped (JVM and workers) at the end."""
-    session = new_spark_session()
+    """One local SparkSession for the session; stopped (JVM and workers) at the end. It has
+    Spark's own Kafka connector too, for the conformance suite (``test_conformance.py``)."""
+    session = new_spark_session(spark_kafka=True)
     yield session
     session.stop()
