@@ -52,13 +52,20 @@ def kafka_factory() -> Iterator[KafkaFactory]:
 
 
 def create_topic(
-    bootstrap_servers: str, partitions: int = 1, replication: int = 1, name: str | None = None
+    bootstrap_servers: str,
+    partitions: int = 1,
+    replication: int = 1,
+    name: str | None = None,
+    config: dict[str, str] | None = None,
 ) -> str:
     """Create a topic (uniquely named unless ``name`` is given) and wait until it exists."""
     name = name or f"t-{uuid.uuid4().hex[:12]}"
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    new_topic = NewTopic(
+        name, num_partitions=partitions, replication_factor=replication, config=config or {}
+    )
     for future in admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=replication)],
+        [new_topic],
         operation_timeout=30,
     ).values():
         future.result(timeout=60)

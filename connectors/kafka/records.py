@@ -3,6 +3,10 @@
 The columns are those of Spark's Kafka sink: ``value`` (required, string or binary, may be
 null), ``key``, ``topic``, ``partition`` and ``headers`` (array of struct<key string, value
 binary>). Bad rows fail with the row's column and value named, never silently skipped.
+
+Two shapes, for the writer's two ways to produce: :func:`messages_by_topic` hands a batch to
+``Producer.produce_batch`` in one call per topic (the fast path), :func:`records_of` gives one
+record per row for the batches that carry headers, which ``produce_batch`` cannot send.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from checkpoint.errors import ConfigError
 
@@ -30,6 +35,13 @@ def _as_bytes(value: str | bytes | None) -> bytes | None:
     return value.encode() if isinstance(value, str) else value
 
 
+def _no_topic(row: int, topic: object) -> ConfigError:
+    return ConfigError(
+        f"row {row} of the batch has topic {topic!r}: set the sink option 'topic' or give "
+        "every row a non-null 'topic' column"
+    )
+
+
 def records_of(batch: pa.RecordBatch, topic_option: str | None) -> Iterator[KafkaRecord]:
     """Rows of ``batch`` as records; the ``topic`` option wins over a ``topic`` column, as in
     Spark's Kafka sink."""
@@ -44,10 +56,7 @@ def records_of(batch: pa.RecordBatch, topic_option: str | None) -> Iterator[Kafk
     for i in range(n):
         topic = topic_option or topics[i]
         if not topic:
-            raise ConfigError(
-                f"row {i} of the batch has topic {topics[i]!r}: set the sink option 'topic' or "
-                "give every row a non-null 'topic' column"
-            )
+            raise _no_topic(i, topics[i])
         row_headers = headers[i]
         yield KafkaRecord(
             topic=str(topic),
@@ -56,3 +65,43 @@ def records_of(batch: pa.RecordBatch, topic_option: str | None) -> Iterator[Kafk
             partition=partitions[i],  # type: ignore[arg-type]
             headers=None if row_headers is None else [(h["key"], h["value"]) for h in row_headers],  # type: ignore[attr-defined]
         )
+
+
+# A message as ``Producer.produce_batch`` takes it: "value", "key" and, when pinned, "partition".
+BatchMessage = dict[str, object]
+
+
+def carries_headers(batch: pa.RecordBatch) -> bool:
+    """Whether any row has a header: ``produce_batch`` cannot send headers, so such a batch
+    goes record by record (:func:`records_of`)."""
+    if "headers" not in batch.schema.names:
+        return False
+    lengths = pc.list_value_length(batch.column("headers"))
+    return bool(pc.sum(lengths).as_py() or 0)
+
+
+def messages_by_topic(
+    batch: pa.RecordBatch, topic_option: str | None
+) -> dict[str, list[BatchMessage]]:
+    """The rows of a batch without headers as ``produce_batch`` messages, per topic, each
+    topic's in row order. Keys and values stay ``str`` or ``bytes`` as Arrow gives them: the
+    producer writes ``str`` as UTF-8, as :func:`records_of` does. The dict per row is the one
+    Python object per row left: ``produce_batch`` takes nothing else (no Arrow buffers)."""
+    n = batch.num_rows
+    names = batch.schema.names
+    values = batch.column("value").to_pylist()
+    keys = batch.column("key").to_pylist() if "key" in names else [None] * n
+    messages = [{"value": v, "key": k} for v, k in zip(values, keys, strict=True)]
+    if "partition" in names:
+        for message, partition in zip(messages, batch.column("partition").to_pylist(), strict=True):
+            if partition is not None:
+                message["partition"] = partition
+    if topic_option:
+        return {topic_option: messages} if messages else {}
+    topics = batch.column("topic").to_pylist() if "topic" in names else [None] * n
+    by_topic: dict[str, list[BatchMessage]] = {}
+    for i, (topic, message) in enumerate(zip(topics, messages, strict=True)):
+        if not topic:
+            raise _no_topic(i, topic)
+        by_topic.setdefault(topic, []).append(message)
+    return by_topic

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, NoReturn
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -41,10 +42,20 @@ from checkpoint.deadline import Deadline
 from checkpoint.errors import ConfigError, KafkaEosError
 from checkpoint.model import Committable
 from connectors.kafka.lifetime import commit_margin_ms, transaction_timeout_ms
-from connectors.kafka.records import KafkaRecord, records_of
+from connectors.kafka.records import (
+    BatchMessage,
+    KafkaRecord,
+    carries_headers,
+    messages_by_topic,
+    records_of,
+)
 from connectors.kafka.transactions import TransactionAdmin, TxnState
 
+_log = logging.getLogger(__name__)
 _QUEUE_FULL_POLL_S = 0.1
+_FENCED = frozenset(
+    {KafkaError._FENCED, KafkaError.INVALID_PRODUCER_EPOCH, KafkaError.PRODUCER_FENCED}
+)
 # How often librdkafka reports the producer's id and epoch; a pre-commit waits at most this
 # long for the first report of a task that ran for less.
 _IDENTITY_INTERVAL_MS = 100
@@ -60,29 +71,44 @@ class TransactionTooLong(KafkaEosError):
 
 
 class _Delivery:
-    """Collects the first delivery error; librdkafka reports them on poll/flush callbacks."""
+    """Collects the first delivery error and the producer's fatal error (a fence). The
+    producer reports only errors (``delivery.report.only.error``): no Python call for each
+    record delivered. Without an ``error_cb``, confluent-kafka turns a fatal error into an
+    exception raised from inside the next callback, which Python then reports as a
+    ``SystemError`` that names neither the fence nor the transaction."""
 
     def __init__(self) -> None:
         self.error: KafkaError | None = None
-        self.partitions: set[tuple[str, int]] = set()
+        self.fatal: KafkaError | None = None
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
             self.error = self.error or error
-        else:
-            self.partitions.add((message.topic(), message.partition()))
+
+    def on_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self.fatal = self.fatal or error
+        else:  # transient (a broker down, a retry): librdkafka carries on by itself
+            _log.debug("producer: %s", error.str())
 
 
 def _oversized(
-    record: KafkaRecord, config: Mapping[str, Any], exc: KafkaException, aftermath: str
+    topic: str, size: int, config: Mapping[str, Any], error: KafkaError, aftermath: str
 ) -> ConfigError:
-    size = len(record.value or b"") + len(record.key or b"")
     limit = config.get("message.max.bytes", "1000000 (librdkafka's default)")
     return ConfigError(
-        f"a record for topic {record.topic} is {size} bytes (key + value), above the producer's "
-        f"message.max.bytes = {limit}: {exc}. Raise kafka.message.max.bytes (and the topic's "
-        f"max.message.bytes on the broker), or split the value. {aftermath}"
+        f"a record for topic {topic} is {size} bytes (key + value), above the producer's "
+        f"message.max.bytes = {limit}: {error.str()}. Raise kafka.message.max.bytes (and the "
+        f"topic's max.message.bytes on the broker), or split the value. {aftermath}"
     )
+
+
+def _size(key: str | bytes | None, value: str | bytes | None) -> int:
+    return sum(len(p.encode() if isinstance(p, str) else p or b"") for p in (key, value))
+
+
+def _fenced(error: KafkaError) -> bool:
+    return error.fatal() or error.code() in _FENCED
 
 
 class _BaseWriter:
@@ -104,17 +130,33 @@ class _BaseWriter:
         self.record_count = 0
 
     def _new_producer(self, extra: Mapping[str, Any]) -> Producer:
-        return Producer({**self._config, **extra})
+        return Producer(self._producer_config(extra))
+
+    def _producer_config(self, extra: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            **self._config,
+            **extra,
+            "on_delivery": self._delivery,
+            "delivery.report.only.error": True,
+            "error_cb": self._delivery.on_error,
+        }
 
     def _produce_all(self, batches: Iterable[pa.RecordBatch]) -> None:
+        """Each Arrow batch in one ``produce_batch`` call per topic; record by record only
+        when it carries headers. Delivery errors are served once per batch, not per record."""
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             if self._producer is None:
                 self._producer = self._open()
-            for record in records_of(batch, self._topic):
-                self._produce(self._producer, record)
-        self._raise_delivery_error()
+            if carries_headers(batch):
+                for record in records_of(batch, self._topic):
+                    self._produce(self._producer, record)
+            else:
+                for topic, messages in messages_by_topic(batch, self._topic).items():
+                    self._produce_batch(self._producer, topic, messages)
+            self._poll(self._producer, 0)
+            self._raise_delivery_error()
 
     def _open(self) -> Producer:
         raise NotImplementedError
@@ -133,21 +175,77 @@ class _BaseWriter:
             kwargs["headers"] = record.headers
         while True:
             try:
-                producer.produce(record.topic, on_delivery=self._delivery, **kwargs)
+                producer.produce(record.topic, **kwargs)
                 break
             except BufferError:
-                producer.poll(_QUEUE_FULL_POLL_S)  # the local queue is full: let it drain
+                self._poll(producer, _QUEUE_FULL_POLL_S)  # the local queue is full: let it drain
             except KafkaException as exc:
-                if exc.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
-                    raise _oversized(record, self._config, exc, self.aftermath) from exc
-                raise
+                error = exc.args[0]
+                if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                    size = _size(record.key, record.value)
+                    raise _oversized(
+                        record.topic, size, self._config, error, self.aftermath
+                    ) from exc
+                self._refused(producer, error)
         self.record_count += 1
-        producer.poll(0)
+
+    def _produce_batch(self, producer: Producer, topic: str, messages: list[BatchMessage]) -> None:
+        """Queue ``messages`` in order. A full local queue refuses a tail of them, queued again
+        once the queue drained; any other refusal fails the task, as ``produce`` would."""
+        while messages:
+            try:
+                queued = producer.produce_batch(topic, messages)
+            except BufferError:
+                queued = 0
+            if queued == len(messages):
+                self.record_count += queued
+                return
+            refused = [(i, m, m.pop("_error")) for i, m in enumerate(messages) if "_error" in m]
+            for _, message, error in refused:
+                if error.code() == KafkaError._QUEUE_FULL:
+                    continue
+                if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                    size = _size(message.get("key"), message.get("value"))  # type: ignore[arg-type]
+                    raise _oversized(topic, size, self._config, error, self.aftermath)
+                self._refused(producer, error)
+            if refused and refused[0][0] != queued:
+                # Never seen: the queue drained while librdkafka went through the list.
+                raise DeliveryFailed(
+                    f"the producer queued records of topic {topic} after some it refused as the "
+                    "queue was full; the task fails rather than write them out of order"
+                )
+            self.record_count += queued
+            messages = messages[queued:]
+            self._poll(producer, _QUEUE_FULL_POLL_S)  # the local queue is full: let it drain
+
+    def _refused(self, producer: Producer, error: KafkaError) -> NoReturn:
+        """A record refused for another reason than its size or a full queue: a fatal error
+        (a fence) says more in its own callback, served by the poll."""
+        self._poll(producer, 0)
+        self._raise_delivery_error()
+        raise KafkaException(error)
+
+    def _poll(self, producer: Producer, timeout_s: float) -> None:
+        with self._fatal_error_named():
+            producer.poll(timeout_s)
+
+    @contextlib.contextmanager
+    def _fatal_error_named(self) -> Iterator[None]:
+        """confluent-kafka raises a fatal error (a fence) from the poll or flush that serves
+        it, and a delivery callback served after it turns that into a bare ``SystemError``:
+        name the recorded fatal error instead."""
+        try:
+            yield
+        except (KafkaException, SystemError):
+            self._raise_delivery_error()
+            raise
 
     def _flush(self) -> None:
         if self._producer is None:
             return
-        left = self._producer.flush(self._timeout_s)
+        with self._fatal_error_named():
+            left = self._producer.flush(self._timeout_s)
+        self._raise_delivery_error()
         if left:
             raise DeliveryFailed(
                 f"{left} record(s) still undelivered after flushing for {self._timeout_s} s; "
@@ -157,6 +255,13 @@ class _BaseWriter:
 
     def _raise_delivery_error(self) -> None:
         error = self._delivery.error
+        fatal = self._delivery.fatal or (error if error and _fenced(error) else None)
+        if fatal is not None:
+            raise DeliveryFailed(
+                f"the producer stopped on a fatal error: {fatal.str()} ({fatal.name()}). A "
+                "fenced producer lost its transactional id to a newer producer, another "
+                f"attempt of the task; Spark retries this one. {self.aftermath}"
+            )
         if error is None:
             return
         if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
@@ -317,7 +422,7 @@ class ExactlyOnceWriter(_BaseWriter):
                     f"{_IDENTITY_INTERVAL_MS}), so this task cannot prove which transaction is "
                     "its own; raise the sink option flushTimeoutMs if the brokers are slow"
                 )
-            self._producer.poll(_IDENTITY_INTERVAL_MS / 1000)
+            self._poll(self._producer, _IDENTITY_INTERVAL_MS / 1000)
         return self._identity.producer_id_and_epoch
 
     def _describe_own_transaction(self, own: tuple[int, int]) -> Committable:
@@ -339,13 +444,8 @@ class ExactlyOnceWriter(_BaseWriter):
                 f"{now.producer_id}, epoch {now.epoch}. Another attempt of the same task "
                 "took the same transactional id at the same moment; Spark retries this one"
             )
-        return Committable(
-            tid,
-            now.producer_id,
-            now.epoch,
-            self.record_count,
-            tuple(sorted(self._delivery.partitions)),
-        )
+        # The partitions as the coordinator holds them: those it writes the markers to.
+        return Committable(tid, now.producer_id, now.epoch, self.record_count, now.partitions)
 
 
 class AtLeastOnceWriter(_BaseWriter):

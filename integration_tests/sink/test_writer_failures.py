@@ -1,9 +1,11 @@
 """A task whose input cannot be written fails loudly, and leaves nothing for readers.
 
-Fault injected: a record above ``message.max.bytes`` arrives after the task's transaction has
-already written records to the log. The task must stop with an error that names the size, the
-limit and the fix, abort its transaction (read_committed readers see none of the records that
-read_uncommitted readers see), and leave no lingering transaction behind.
+Faults injected: a record above the producer's ``message.max.bytes``, or above the topic's
+limit on the broker, arrives after the task's transaction has already written records to the
+log; the producer is fenced mid-task; the task outlives its transaction. The task must stop
+with an error that names what happened and the fix, abort its transaction (read_committed
+readers see none of the records that read_uncommitted readers see), and leave no lingering
+transaction behind. A full local queue is no failure: it only delays records, in order.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import Producer
 
 from checkpoint.errors import ConfigError
+from connectors.kafka.committer import KafkaCommitter
+from connectors.kafka.drain import drain
 from connectors.kafka.transactions import TransactionAdmin, TxnState
-from connectors.kafka.writer import ExactlyOnceWriter, TransactionTooLong
+from connectors.kafka.writer import DeliveryFailed, ExactlyOnceWriter, TransactionTooLong
 from integration_tests.conftest import create_topic
+from integration_tests.sink.conftest import default_version_only
 from integration_tests.sink.transactions import describe, values
 from kafka_eos.cluster import KafkaCluster
 
@@ -79,3 +85,92 @@ def test_a_task_that_outlives_its_transaction_fails_before_the_broker_aborts_it(
     assert "A batch that can never fit" in message
     assert describe(admin, tid).state in (TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT)
     assert values(bootstrap, topic, "read_committed") == {}
+
+
+# The write path hands each Arrow batch to librdkafka in one produce_batch call per topic, and
+# hears of a record only when it failed. Each way a record can fail must still stop the task,
+# abort its transaction and leave nothing for read_committed readers. The producer does not
+# depend on the broker's transaction version: the default Kafka only.
+
+
+def _batches(prefix: str, count: int, size: int = 500) -> Iterator[pa.RecordBatch]:
+    for start in range(0, count, size):
+        yield pa.RecordBatch.from_pydict(
+            {"value": [f"{prefix}-{i:05d}" for i in range(start, min(start + size, count))]}
+        )
+
+
+@default_version_only
+def test_a_record_the_broker_refuses_fails_the_task_with_the_fix(
+    versioned_kafka: KafkaCluster, admin: TransactionAdmin
+) -> None:
+    """The producer lets a 5 kB record through (its limit is 1 MB); the topic's limit is 1 kB,
+    so the broker refuses it in the delivery report, after earlier records were written."""
+    bootstrap = versioned_kafka.bootstrap_servers
+    topic = create_topic(bootstrap, config={"max.message.bytes": "1000"})
+    tid = f"refused-{uuid.uuid4().hex[:8]}-0"
+    writer = ExactlyOnceWriter({"bootstrap.servers": bootstrap}, topic, [tid], timeout_s=30)
+
+    def task_input() -> Iterator[pa.RecordBatch]:
+        yield pa.RecordBatch.from_pydict({"value": [b"small-0", b"small-1"]})
+        assert writer._producer is not None and writer._producer.flush(30) == 0  # in the log
+        yield pa.RecordBatch.from_pydict({"value": [b"x" * 5_000]})
+
+    with pytest.raises(ConfigError) as caught:
+        writer.write_and_pre_commit(0, task_input())
+
+    message = str(caught.value)
+    assert "the broker rejected a record as too large" in message
+    assert "max.message.bytes" in message and "Nothing of this batch is visible" in message
+    assert values(bootstrap, topic, "read_uncommitted") == {"small-0": 1, "small-1": 1}
+    assert values(bootstrap, topic, "read_committed") == {}
+    assert describe(admin, tid).state == TxnState.COMPLETE_ABORT
+
+
+@default_version_only
+def test_a_full_local_queue_delays_records_and_keeps_their_order(
+    versioned_kafka: KafkaCluster, admin: TransactionAdmin
+) -> None:
+    """A queue of 100 records, batches of 500: most of every produce_batch is refused as the
+    queue is full, and queued again once it drained. Every record arrives, once, in order."""
+    bootstrap = versioned_kafka.bootstrap_servers
+    topic = create_topic(bootstrap)
+    tid = f"queue-full-{uuid.uuid4().hex[:8]}-0"
+    config = {"bootstrap.servers": bootstrap, "queue.buffering.max.messages": "100"}
+    writer = ExactlyOnceWriter(config, topic, [tid], timeout_s=30)
+
+    committable = writer.write_and_pre_commit(0, _batches("r", 3_000))
+
+    assert committable.record_count == 3_000
+    assert committable.partitions == ((topic, 0),)
+    written = drain(bootstrap, topic, "read_uncommitted", timeout_s=30)
+    assert [r.value.decode() for r in written] == [f"r-{i:05d}" for i in range(3_000)]
+    KafkaCommitter({"bootstrap.servers": bootstrap}, timeout_s=30).abort(committable)
+
+
+@default_version_only
+def test_a_fenced_producer_fails_the_task_and_none_of_its_records_is_visible(
+    versioned_kafka: KafkaCluster, admin: TransactionAdmin
+) -> None:
+    """Another producer takes the task's transactional id mid-task (a zombie's successor):
+    the coordinator aborts the task's transaction, and the task's next records fail."""
+    bootstrap = versioned_kafka.bootstrap_servers
+    topic = create_topic(bootstrap)
+    tid = f"fenced-{uuid.uuid4().hex[:8]}-0"
+    writer = ExactlyOnceWriter({"bootstrap.servers": bootstrap}, topic, [tid], timeout_s=30)
+    successor = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+
+    def task_input() -> Iterator[pa.RecordBatch]:
+        yield from _batches("before", 1_000)
+        assert writer._producer is not None and writer._producer.flush(30) == 0
+        successor.init_transactions(30)  # fences the task's producer, aborts its transaction
+        yield from _batches("after", 1_000)
+
+    with pytest.raises(DeliveryFailed) as caught:
+        writer.write_and_pre_commit(0, task_input())
+
+    message = str(caught.value)
+    assert "fatal error" in message and "fenced" in message and "Spark retries" in message
+    assert values(bootstrap, topic, "read_committed") == {}
+    # The successor's init aborted the task's transaction and holds the id, with none open.
+    assert describe(admin, tid).state in (TxnState.EMPTY, TxnState.COMPLETE_ABORT)

@@ -178,8 +178,10 @@ class ModelProducer:
         self._tid = str(config["transactional.id"])
         self._timeout_ms = int(config.get("transaction.timeout.ms", 60_000))
         self._stats_cb = config.get("stats_cb")
+        self._on_delivery: Callable[..., None] = config["on_delivery"]
+        self._only_errors = bool(config.get("delivery.report.only.error"))
         self._identity: tuple[int, int] | None = None
-        self._queued: list[tuple[str, int, Record, Callable[..., None]]] = []
+        self._queued: list[tuple[str, int, Record]] = []
 
     def init_transactions(self, timeout: float) -> None:
         self._identity = self._kafka.init_producer_id(self._tid, self._timeout_ms)
@@ -187,9 +189,14 @@ class ModelProducer:
     def begin_transaction(self) -> None:
         assert self._identity is not None
 
-    def produce(self, topic: str, *, on_delivery: Callable[..., None], value: bytes | None,
-                key: bytes | None, partition: int = 0, **_: Any) -> None:  # fmt: skip
-        self._queued.append((topic, partition, json_record(value), on_delivery))
+    def produce(self, topic: str, *, value: bytes | None, key: bytes | None,
+                partition: int = 0, **_: Any) -> None:  # fmt: skip
+        self._queued.append((topic, partition, json_record(value)))
+
+    def produce_batch(self, topic: str, messages: list[dict[str, Any]]) -> int:
+        for message in messages:
+            self.produce(topic, **message)
+        return len(messages)
 
     def poll(self, timeout: float = 0) -> int:
         assert self._identity is not None
@@ -198,13 +205,14 @@ class ModelProducer:
             eos = {"idemp_state": "Assigned", "producer_id": pid, "producer_epoch": epoch}
             self._stats_cb(json.dumps({"eos": eos}))
         queued, self._queued = self._queued, []
-        for topic, partition, record, on_delivery in queued:
+        for topic, partition, record in queued:
             try:
                 self._kafka.produce(self._tid, *self._identity, (topic, partition), record)
             except KafkaException as exc:
-                on_delivery(exc.args[0], None)
+                self._on_delivery(exc.args[0], None)
             else:
-                on_delivery(None, _Delivered(topic, partition))
+                if not self._only_errors:
+                    self._on_delivery(None, _Delivered(topic, partition))
         return len(queued)
 
     def flush(self, timeout: float = 0) -> int:

@@ -150,7 +150,7 @@ class SparkOnModelKafka(RuleBasedStateMachine):
         return self.disk.open_store(3, self.faults, self.ledger.check_decision)
 
     def new_producer(self, writer: ExactlyOnceWriter, extra: dict[str, Any]) -> ModelProducer:
-        return _KillableProducer(self, {**writer._config, **extra})
+        return _KillableProducer(self, writer._producer_config(extra))
 
     def teardown(self) -> None:
         self._patches.close()

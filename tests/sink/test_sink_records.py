@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from checkpoint.errors import ConfigError
-from connectors.kafka.records import KafkaRecord, records_of
+from connectors.kafka.records import KafkaRecord, carries_headers, messages_by_topic, records_of
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -97,3 +97,50 @@ def test_other_columns_are_ignored() -> None:
 def test_an_empty_batch_has_no_records() -> None:
     batch = pa.RecordBatch.from_pydict({"value": pa.array([], pa.string())})
     assert list(records_of(batch, "out")) == []
+
+
+# The fast path: a batch without headers goes to produce_batch, a list of messages per topic.
+
+
+def test_messages_keep_row_order_and_pin_only_the_partitions_given() -> None:
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array(["k0", None, "k2"], pa.string()),
+            "value": pa.array([b"v0", b"v1", None], pa.binary()),
+            "partition": pa.array([3, None, 0], pa.int32()),
+        }
+    )
+    assert messages_by_topic(batch, "out") == {
+        "out": [
+            {"value": b"v0", "key": "k0", "partition": 3},
+            {"value": b"v1", "key": None},
+            {"value": None, "key": "k2", "partition": 0},
+        ]
+    }
+
+
+def test_messages_follow_the_topic_column_each_topic_in_row_order() -> None:
+    batch = pa.RecordBatch.from_pydict({"topic": ["a", "b", "a"], "value": ["1", "2", "3"]})
+    assert messages_by_topic(batch, None) == {
+        "a": [{"value": "1", "key": None}, {"value": "3", "key": None}],
+        "b": [{"value": "2", "key": None}],
+    }
+    assert list(messages_by_topic(batch, "forced")) == ["forced"]
+
+
+def test_a_row_without_topic_fails_the_batch_before_any_message() -> None:
+    batch = pa.RecordBatch.from_pydict(
+        {"topic": pa.array(["a", None], pa.string()), "value": ["1", "2"]}
+    )
+    with pytest.raises(ConfigError, match=r"row 1 of the batch has topic None"):
+        messages_by_topic(batch, None)
+
+
+def test_only_a_batch_with_a_header_takes_the_record_by_record_path() -> None:
+    def batch(headers: list[object]) -> pa.RecordBatch:
+        column = pa.array(headers, HEADERS)
+        return pa.RecordBatch.from_pydict({"value": ["v"] * len(headers), "headers": column})
+
+    assert not carries_headers(pa.RecordBatch.from_pydict({"value": ["v"]}))
+    assert not carries_headers(batch([None, []]))
+    assert carries_headers(batch([None, [{"key": "h", "value": b"1"}]]))

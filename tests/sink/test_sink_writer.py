@@ -14,11 +14,19 @@ from connectors.kafka.writer import AtLeastOnceWriter, NoGuaranteeWriter
 UNREACHABLE = {"bootstrap.servers": "127.0.0.1:9", "log_level": 0}
 
 
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+HEADER = pa.array([[{"key": "h", "value": b"1"}]], HEADERS)
+
+
 @pytest.mark.parametrize("writer_class", [AtLeastOnceWriter, NoGuaranteeWriter])
+@pytest.mark.parametrize("headers", [False, True], ids=["produce_batch", "record-by-record"])
 def test_an_oversized_record_names_its_size_the_limit_and_the_fix(
-    writer_class: type[AtLeastOnceWriter] | type[NoGuaranteeWriter],
+    writer_class: type[AtLeastOnceWriter] | type[NoGuaranteeWriter], headers: bool
 ) -> None:
-    batch = pa.RecordBatch.from_pydict({"key": ["k"], "value": [b"x" * 5_000]})
+    """Both paths: a batch without headers goes through produce_batch, one with them record by
+    record; the refusal reads the same."""
+    columns = {"key": ["k"], "value": [b"x" * 5_000]}
+    batch = pa.RecordBatch.from_pydict({**columns, **({"headers": HEADER} if headers else {})})
     writer = writer_class({**UNREACHABLE, "message.max.bytes": 2_000}, "out", 1.0)
     with pytest.raises(ConfigError) as caught:
         writer.write_and_flush([batch])
