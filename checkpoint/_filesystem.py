@@ -85,8 +85,10 @@ def canonical_location(location: str) -> str:
 
     >>> canonical_location("/a/b/"), canonical_location("file:///a//b")
     ('file:/a/b', 'file:/a/b')
-    >>> canonical_location("s3a://Bucket/q/"), canonical_location("hdfs:///q")
+    >>> canonical_location("s3a://bucket/q/"), canonical_location("hdfs:///q")
     ('s3://bucket/q', 'hdfs:/q')
+    >>> canonical_location("hdfs://NameNode:8020/q"), canonical_location("s3://Data/q")
+    ('hdfs://namenode:8020/q', 's3://Data/q')
     """
     uri = _split_uri(location)
     if uri is None or uri.scheme == "file":
@@ -97,7 +99,14 @@ def canonical_location(location: str) -> str:
     scheme = "s3" if f"{uri.scheme}://" in _S3_ALIASES else uri.scheme
     if uri.authority is None:
         return f"{scheme}:{path}"
-    return f"{scheme}://{uri.authority.lower()}{'' if path == '/' else path}"
+    # A host name's case is no part of it; a bucket's can be (S3's legacy buckets), and
+    # merging two buckets would give two queries one prefix.
+    authority = uri.authority.lower() if scheme in _HOST_SCHEMES else uri.authority
+    return f"{scheme}://{authority}{'' if path == '/' else path}"
+
+
+# Schemes whose authority is a host (and port): Hadoop's HDFS clients.
+_HOST_SCHEMES = frozenset({"hdfs", "viewfs", "webhdfs", "swebhdfs"})
 
 
 # Two characters at least: "C:" starts a Windows path, not a URI.

@@ -6,6 +6,7 @@ They say what happened, to which batch and transaction, why it usually happens, 
 from __future__ import annotations
 
 from checkpoint.errors import KafkaEosError
+from checkpoint.store import canonical_location
 from connectors.kafka.owners import Entry, Registration
 
 _TIMEOUT_FIX = (
@@ -134,7 +135,8 @@ class PrefixConflictError(KafkaEosError):
             f"This query: checkpoint {location!r}, owner {owner}. Nothing was decided and the "
             f"other query's transactions were left alone. {_usual_cause(prefix_derived)} "
             "Stop it, or give this query its own transactionalIdPrefix. If the other query is "
-            f"gone for good, {_abort_advice(prefix, foreign)}; this query then starts. An "
+            f"gone for good, {_abort_advice(prefix, foreign, location)}; this query then "
+            "starts. An "
             "owner is the part of an id after the prefix: the start of the sha256 of the "
             "query id in Spark's <checkpointLocation>/metadata."
         )
@@ -154,15 +156,25 @@ def _usual_cause(prefix_derived: bool) -> str:
     )
 
 
-def _abort_advice(prefix: str, foreign: dict[str, tuple[Entry, list[str]]]) -> str:
+def _abort_advice(
+    prefix: str, foreign: dict[str, tuple[Entry, list[str]]], this_location: str
+) -> str:
     """End exactly the other query's listed transactions, never this query's, and never one
-    that query decided: the abort reads that query's decisions, so it needs its location."""
+    that query decided: the abort reads that query's decisions, so it needs its location,
+    unless that is this query's own (a reset): its decisions went with its checkpoint."""
     located = [
         (entry.location, ids) for entry, ids in foreign.values() if isinstance(entry, Registration)
     ]
     if len(located) == len(foreign) == 1:
         location, ids = located[0]
         flags = " ".join(f"--transactional-id {tid}" for tid in sorted(ids))
+        if canonical_location(location) == canonical_location(this_location):
+            return (
+                "wait for their transaction.timeout.ms, or end them with `kafka-eos txn abort "
+                f"--bootstrap-servers <brokers> {flags} --yes`. Its checkpoint at this location "
+                "was replaced, and its decisions with it: a batch it decided and had not "
+                "finished committing can no longer be committed, and is lost either way"
+            )
         return (
             f"`kafka-eos txn abort --bootstrap-servers <brokers> {flags} --checkpoint-location "
             f"{location!r}` ends those transactions except the ones it decided (or wait for "

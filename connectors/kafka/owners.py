@@ -30,6 +30,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from checkpoint.deadline import Deadline, call_with_retries
+from checkpoint.store import canonical_location
 from connectors.kafka.naming import OwnedId
 
 _log = logging.getLogger(__name__)
@@ -183,7 +184,10 @@ class OwnerRegistry:
         """The same owner at another location: a checkpoint copied (both copies running would
         share transactional ids and abort each other's transactions) or moved (harmless)."""
         entry = self.lookup([owner])[owner]
-        if isinstance(entry, Registration) and entry.location != location:
+        moved = isinstance(entry, Registration) and (
+            canonical_location(entry.location) != canonical_location(location)
+        )
+        if moved:
             _log.warning(
                 "query owner %s was last registered at %s, and now runs at %r. If the "
                 "checkpoint was copied and the original still runs, the two share "

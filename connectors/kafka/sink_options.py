@@ -89,7 +89,12 @@ class SinkOptions:
             }
         )
         checkpoint_location = lowered.get("checkpointlocation") or None
-        prefix = lowered.get("transactionalidprefix") or None
+        prefix = lowered.get("transactionalidprefix")
+        if prefix is not None and not prefix.strip():
+            raise ConfigError(
+                f"option 'transactionalIdPrefix' = {prefix!r} is empty: remove the option to "
+                "derive a prefix from the checkpoint location, or give one"
+            )
         derived = False
         exactly_once = guarantee == DeliveryGuarantee.EXACTLY_ONCE
         if prefix is None and checkpoint_location is not None and exactly_once:

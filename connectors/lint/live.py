@@ -62,6 +62,9 @@ def _metadata(admin: Any, deadline: Deadline, auth: _AuthenticationErrors) -> An
                 raise
 
 
+_MAX_TIMEOUT = "transaction.max.timeout.ms"
+
+
 def read_cluster(
     bootstrap_servers: str,
     topics: Iterable[str],
@@ -90,7 +93,8 @@ def read_cluster(
             if metadata.controller_id in metadata.brokers
             else min(metadata.brokers)
         )
-        configs = _describe(admin, str(broker_id), present, deadline)
+        broker_ids = [str(broker_id), *(str(b) for b in sorted(metadata.brokers) if b != broker_id)]
+        configs = _describe(admin, broker_ids, present, deadline)
     except (KafkaException, TimeoutError, DeadlineExceeded, ValueError, TypeError) as exc:
         if auth.first is not None:
             raise LiveClusterError(
@@ -102,7 +106,7 @@ def read_cluster(
         raise LiveClusterError(f"{what}: {scrub(str(exc), secrets)}") from None
     described = {*present, TRANSACTION_STATE_TOPIC} & metadata.topics.keys()
     return ClusterSnapshot(
-        broker_config=configs.pop(("broker", str(broker_id))),
+        broker_config=_strictest([configs.pop(("broker", b)) for b in broker_ids]),
         facts=ClusterFacts(
             broker_count=len(metadata.brokers),
             missing_topics=frozenset(names) - metadata.topics.keys(),
@@ -117,11 +121,23 @@ def read_cluster(
     )
 
 
+def _strictest(broker_configs: list[dict[str, str]]) -> dict[str, str]:
+    """The first broker's config (the controller's), with the smallest
+    ``transaction.max.timeout.ms`` of all: any broker may be a task's transaction coordinator,
+    and one that has not yet taken a raised maximum (a rolling change) refuses a timeout above
+    its own."""
+    config = dict(broker_configs[0])
+    maxima = [int(c[_MAX_TIMEOUT]) for c in broker_configs if c.get(_MAX_TIMEOUT, "").isdigit()]
+    if maxima:
+        config[_MAX_TIMEOUT] = str(min(maxima))
+    return config
+
+
 def _describe(
-    admin: Any, broker_id: str, topics: list[str], deadline: Deadline
+    admin: Any, broker_ids: list[str], topics: list[str], deadline: Deadline
 ) -> dict[tuple[str, str], dict[str, str]]:
-    """Non-sensitive, non-null config of one broker and of ``topics``, keyed by resource."""
-    resources = [ConfigResource(ResourceType.BROKER, broker_id)]
+    """Non-sensitive, non-null config of the brokers and of ``topics``, keyed by resource."""
+    resources = [ConfigResource(ResourceType.BROKER, broker_id) for broker_id in broker_ids]
     resources += [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
     deadline.check("describe_configs")
     futures = admin.describe_configs(resources, request_timeout=deadline.remaining())

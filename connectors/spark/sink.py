@@ -4,9 +4,9 @@ Spark's micro-batch is the checkpoint. This module only translates Spark's calls
 the protocol lives in :class:`checkpoint.two_phase_commit.TwoPhaseCommit`. For batch N with
 ``deliveryGuarantee=exactly_once``:
 
-1. Driver, when Spark creates the writer (before any task of the batch runs): startup checks
-   (the same rules as ``kafka-eos lint``), then recovery of decided batches (R1: commit every
-   decided, unconfirmed batch; it never aborts, so it is safe here).
+1. Driver, when Spark creates the writer (before any task of the batch runs): recovery of
+   decided batches (R1: commit every decided, unconfirmed batch; it never aborts, so it is
+   safe here), then startup checks (the same rules as ``kafka-eos lint``).
 2. Each write task (executor): the end of its input is its barrier. It produces into one
    transaction on one of its task's transactional ids (:mod:`connectors.kafka.naming`: never
    one that another attempt holds open) and pre-commits: flush, no commit. Its commit message
@@ -26,10 +26,10 @@ so it holds only options and small values, never open clients.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -55,7 +55,7 @@ from connectors.kafka.sink_options import DeliveryGuarantee, SinkOptions
 from connectors.kafka.writer import AtLeastOnceWriter, ExactlyOnceWriter, NoGuaranteeWriter
 from connectors.lint import checked_sink_config
 from connectors.lint.inputs import Timing
-from connectors.lint.live import read_cluster
+from connectors.lint.live import LiveClusterError, read_cluster
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -144,7 +144,6 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
     """
 
     def __init__(self, sink: SinkOptions) -> None:
-        sink = _startup_checks(sink)
         self._sink = sink
         assert sink.transactional_id_prefix
         if sink.prefix_derived:
@@ -157,8 +156,10 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
         )
         protocol, committer = self._protocol()
         try:
-            # Step 1: a restarted query's decided batch becomes visible now, not after its
-            # replay recomputed every stage.
+            # Step 1, before the startup checks: a decided batch's transactions must be
+            # committed before their timeout, even by a restart whose checks then fail (a
+            # changed timing option, a broker that cannot be read); committing needs no
+            # timeout. It becomes visible now, not after its replay recomputed every stage.
             protocol.recover_decided()
             # Before any task opens a transaction, so that another query of the prefix that
             # sees one can name this query's location.
@@ -168,6 +169,8 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             raise _loss_or(exc, None) from exc
         finally:
             committer.close()
+        # The tasks' producers run with the checked timeout, pickled to them in the options.
+        self._sink = _startup_checks(sink)
         # Read here, on the driver, and pickled to the tasks: executors never read the
         # decisions, which may live where only the driver can reach them. Spark creates the
         # writer before it runs a batch, and only a batch's own commit() can decide it, so a
@@ -349,21 +352,38 @@ def _startup_checks(sink: SinkOptions) -> SinkOptions:
     return dataclasses.replace(sink, producer_config=dict(producer))
 
 
-@functools.cache
+# How long a passed check stands before the next writer reads the brokers again: a lowered
+# transaction.max.timeout.ms is seen within it, and a batch's commit does not wait on it.
+_CHECK_REFRESH_S = 600.0
+_passed: dict[tuple[Any, ...], tuple[float, tuple[tuple[str, Any], ...]]] = {}
+
+
 def _checked(
     bootstrap: str, producer: tuple[tuple[str, Any], ...], timing: Timing
 ) -> tuple[tuple[str, Any], ...]:
-    """Once per driver-side process and configuration: Spark builds the writer for every
-    batch, in more than one process, and a broker restarting during a rolling upgrade must
-    not fail a commit or an abort for a check that already passed. Only a pass is cached,
-    so a process keeps one default timeout for all its batches."""
+    """Once per driver-side process, configuration and refresh period: Spark builds the
+    writer for every batch, in more than one process. A broker restarting during a rolling
+    upgrade must not fail a commit or an abort for a check that passed: when the brokers
+    cannot be read, the last pass stands. Only a pass is kept, so a process keeps one default
+    timeout for all its batches until the brokers' maximum changes."""
+    key = (bootstrap, producer, timing)
+    last = _passed.get(key)
+    if last is not None and time.monotonic() - last[0] < _CHECK_REFRESH_S:
+        return last[1]
     config = dict(producer)
     security = {k: v for k, v in config.items() if k != "bootstrap.servers"}
-    broker_config = read_cluster(bootstrap, [], options=security).broker_config
+    try:
+        broker_config = read_cluster(bootstrap, [], options=security).broker_config
+    except LiveClusterError:
+        if last is None:
+            raise
+        _log.warning("the brokers could not be read again; the last passed check stands")
+        return last[1]
     checked = checked_sink_config(config, broker_config, timing)
-    if checked != config:
+    if checked != config and (last is None or dict(last[1]) != checked):
         _log.info(
             "option 'kafka.transaction.timeout.ms' is not set: the sink runs with %s, chosen "
             "from the brokers' transaction.max.timeout.ms", checked["transaction.timeout.ms"],
         )  # fmt: skip
-    return tuple(sorted(checked.items()))
+    _passed[key] = (time.monotonic(), tuple(sorted(checked.items())))
+    return _passed[key][1]

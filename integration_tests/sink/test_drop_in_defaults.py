@@ -90,3 +90,22 @@ def test_a_query_reset_on_the_same_location_stops_at_the_old_querys_open_transac
     kept.rename(pipeline.checkpoint)
     assert_ran(pipeline.run())
     assert_exactly_once(pipeline)
+
+
+def test_a_restart_that_fails_its_checks_still_commits_the_decided_batch(
+    pipeline: Pipeline,
+) -> None:
+    """Batch 1 is decided, and the driver dies before its commits. The restart raises
+    maxBatchDuration, so that no timeout the brokers allow passes EOS002, and fails; it must
+    commit batch 1 first. Otherwise the decided transactions would wait for a restart that
+    passes, and be lost if it came after their timeout."""
+    assert_ran(pipeline.run("driver.before_end_txn@1"), KILLED)
+    assert pipeline.committed() == BATCH_0 and len(pipeline.open_transactions()) == 2
+
+    refused = pipeline.run(options={"maxBatchDuration": "1h"})
+    assert refused.returncode != 0 and "EOS002" in refused.stderr, refused.stderr[-3000:]
+    assert pipeline.committed() == BATCH_0 + BATCH_1  # the decided batch, committed anyway
+    assert pipeline.open_transactions() == []
+
+    assert_ran(pipeline.run())
+    assert_exactly_once(pipeline)

@@ -31,6 +31,8 @@ def partitions(*replica_counts):
 class FakeAdmin:
     """Two brokers (controller 2), topics out (RF 1 on one partition), src, __transaction_state."""
 
+    broker_1_max = "300000"
+
     def __init__(self, config):
         self.config = config
         self.described = []
@@ -56,6 +58,7 @@ class FakeAdmin:
                 "log.retention.ms": Entry(None),
                 "sasl.password": Entry(None, is_sensitive=True),
             },
+            ("BROKER", "1"): {"transaction.max.timeout.ms": Entry(self.broker_1_max)},
             ("TOPIC", "out"): {"min.insync.replicas": Entry("1")},
             ("TOPIC", "src"): {"retention.ms": Entry("3600000")},
         }
@@ -78,7 +81,12 @@ def test_reads_broker_config_counts_and_topic_facts():
     [admin] = admins
     assert admin.config["bootstrap.servers"] == "k:9092"
     assert admin.config["security.protocol"] == "SSL"
-    assert admin.described == [("BROKER", "2"), ("TOPIC", "out"), ("TOPIC", "src")]
+    assert admin.described == [
+        ("BROKER", "2"),
+        ("BROKER", "1"),
+        ("TOPIC", "out"),
+        ("TOPIC", "src"),
+    ]
     assert snapshot.broker_config == {"transaction.max.timeout.ms": "300000"}
     assert snapshot.facts.broker_count == 2
     assert snapshot.facts.topics["out"].replication_factor == 1
@@ -164,3 +172,16 @@ def test_metadata_is_asked_again_while_librdkafka_is_still_trying():
 
     snapshot = read_cluster("k:9092", ["out"], admin_factory=SlowStart)
     assert SlowStart.calls == 3 and snapshot.facts.broker_count == 2
+
+
+@pytest.mark.parametrize(("broker_1_max", "smallest"), [("120000", "120000"), ("900000", "300000")])
+def test_the_smallest_transaction_maximum_of_all_brokers_counts(broker_1_max, smallest):
+    """Mid-way through a rolling change of transaction.max.timeout.ms, a coordinator on a
+    broker not yet changed refuses a timeout above its own maximum."""
+
+    class Rolling(FakeAdmin):
+        pass
+
+    Rolling.broker_1_max = broker_1_max
+    snapshot = read_cluster("k:9092", [], admin_factory=Rolling)
+    assert snapshot.broker_config["transaction.max.timeout.ms"] == smallest

@@ -85,3 +85,18 @@ def test_a_prefix_conflict_names_both_locations_and_an_abort_that_keeps_decided_
         "'s3a://bucket/checkpoints/orders-v1'" in message
     )
     assert "--prefix" not in message  # it would end this query's transactions too
+
+
+def test_a_reset_query_is_told_the_old_decisions_are_gone_not_to_read_them() -> None:
+    """The old query's registered location is this query's own, spelled another way: an
+    abort reading the decisions there would read the new query's, so do not advise it."""
+    other = Registration("file:/chk/orders", 1_000)
+    error = PrefixConflictError(
+        "kafka-eos-orders-0123456789ab", "/chk/orders/", "0a1b2c3d",
+        {"4e5f6a7b": (other, ["kafka-eos-orders-0123456789ab-4e5f6a7b-0-0"])}, now_ms=181_000,
+        prefix_derived=True,
+    )  # fmt: skip
+    message = str(error)
+    assert "--checkpoint-location" not in message
+    assert "--transactional-id kafka-eos-orders-0123456789ab-4e5f6a7b-0-0 --yes" in message
+    assert "its decisions with it" in message and "lost either way" in message

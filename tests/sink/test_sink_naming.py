@@ -148,6 +148,12 @@ def test_two_places_derive_two_prefixes(other: str) -> None:
     assert derived_prefix(other) != derived_prefix("/chk/orders")
 
 
+def test_buckets_that_differ_in_case_derive_two_prefixes() -> None:
+    """S3's legacy buckets can differ in case only: one prefix for both would make two
+    queries meet at the shared-prefix guard, on every batch."""
+    assert derived_prefix("s3a://Data/chk/q") != derived_prefix("s3a://data/chk/q")
+
+
 def test_a_derived_prefix_names_the_location_and_is_a_valid_prefix() -> None:
     prefix = derived_prefix("s3://bucket/checkpoints/Orders Enricher (eu)/")
     assert prefix.startswith("kafka-eos-Orders_Enricher_eu-")

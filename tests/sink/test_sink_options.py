@@ -93,6 +93,14 @@ def test_without_a_prefix_one_is_derived_from_the_checkpoint_location() -> None:
     assert not parse().prefix_derived  # the option wins
 
 
+@pytest.mark.parametrize("empty", ["", " "])
+def test_an_empty_prefix_is_refused_not_replaced_by_a_derived_one(empty: str) -> None:
+    """An empty value is a mistake (an unset variable), not a request for the default."""
+    message = error_of(transactionalIdPrefix=empty)
+    assert f"'transactionalIdPrefix' = {empty!r} is empty" in message
+    assert "remove the option to derive a prefix" in message
+
+
 @pytest.mark.parametrize("guarantee", ["at_least_once", "none"])
 def test_no_prefix_is_derived_without_transactions(guarantee: str) -> None:
     sink = parse(transactionalIdPrefix=None, deliveryGuarantee=guarantee)

@@ -100,3 +100,14 @@ def test_the_same_owner_at_another_location_is_warned_about(
         registry(groups, clock, prefix).register(OWNER, "hdfs://nn/cp/b", [("out", 0)])
     assert "'hdfs://nn/cp/a'" in caplog.text and "'hdfs://nn/cp/b'" in caplog.text
     assert "stop one" in caplog.text
+
+
+def test_the_same_location_spelled_another_way_is_not_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A restart on ``file://<path>/`` after ``<path>`` is the same checkpoint: no copy."""
+    groups, clock, prefix = ModelGroups({}), Clock(), f"p{uuid.uuid4().hex[:6]}"
+    registry(groups, clock, prefix).register(OWNER, "/cp/a", [("out", 0)])
+    with caplog.at_level(logging.WARNING, logger="connectors.kafka.owners"):
+        registry(groups, clock, prefix).register(OWNER, "file:///cp/a/", [("out", 0)])
+    assert "stop one" not in caplog.text
