@@ -28,7 +28,7 @@ from confluent_kafka import Producer
 from pyspark.sql.pandas.types import to_arrow_schema
 from rich.console import Console
 
-from connectors.kafka.consumer_pool import ConsumerPool
+from connectors.kafka.client_pool import ConsumerPool
 from connectors.kafka.offset_reader import KafkaOffsetReader
 from connectors.kafka.range_reader import read_range
 from connectors.kafka.ranges import OffsetRange

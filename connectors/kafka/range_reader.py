@@ -2,7 +2,7 @@
 
 How a range ``[start, end)`` is read:
 
-1. Assign the partition at ``start`` to the worker's consumer for it (``consumer_pool``: kept
+1. Assign the partition at ``start`` to the worker's consumer for it (``client_pool``: kept
    from an earlier task, or new; given back unassigned). No group membership, no commits: the
    offsets live in Spark's checkpoint. ``auto.offset.reset=error`` turns offsets that are gone
    into an error instead of a silent jump, so data loss is reported as ``failOnDataLoss`` says.
@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from checkpoint.deadline import Deadline
-from connectors.kafka.consumer_pool import WORKER_POOL, ConsumerPool
+from connectors.kafka.client_pool import WORKER_POOL, ConsumerPool
 from connectors.kafka.offsets import describe
 from connectors.kafka.ranges import OffsetRange
 from connectors.kafka.source_client import (

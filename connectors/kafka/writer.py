@@ -41,6 +41,7 @@ from checkpoint.crashpoints import CrashPoint, crash_point
 from checkpoint.deadline import Deadline
 from checkpoint.errors import ConfigError, KafkaEosError
 from checkpoint.model import Committable
+from connectors.kafka.client_pool import ClientPool
 from connectors.kafka.lifetime import commit_margin_ms, transaction_timeout_ms
 from connectors.kafka.records import (
     BatchMessage,
@@ -58,7 +59,7 @@ _FENCED = frozenset(
 )
 # How often librdkafka reports the producer's id and epoch; a pre-commit waits at most this
 # long for the first report of a task that ran for less.
-_IDENTITY_INTERVAL_MS = 100
+_IDENTITY_INTERVAL_MS = 10
 
 
 class DeliveryFailed(KafkaEosError):
@@ -287,6 +288,11 @@ class _ProducerIdentity:
             self.producer_id_and_epoch = (eos["producer_id"], eos["producer_epoch"])
 
 
+# This Python worker's transaction admins, kept from one task to the next (a failed task's
+# is closed): the writer describes its transaction twice per task.
+WORKER_ADMINS: ClientPool[TransactionAdmin] = ClientPool(TransactionAdmin.close)
+
+
 class ExactlyOnceWriter(_BaseWriter):
     """Exactly-once: the task's records in one transaction, pre-committed, never committed here."""
 
@@ -308,20 +314,29 @@ class ExactlyOnceWriter(_BaseWriter):
         self.transactional_id = self._candidates[0]  # the one taken, once the task has input
         self._identity = _ProducerIdentity()
         self._admin: TransactionAdmin | None = None
+        self._clients = contextlib.ExitStack()
+        self._connected: Producer | None = None  # step 1 done, not initialised yet
         timeout_ms = transaction_timeout_ms(self._config)
         self._age_limit_ms = timeout_ms - commit_margin_ms(timeout_ms, int(commit_timeout_s * 1000))
         self._timeout_ms = timeout_ms
         self._begun_at: float | None = None
 
-    def _open(self) -> Producer:
+    def _connect(self) -> Producer:
+        """Step 1, and a producer on the id taken, not yet initialised: created before the
+        task's first input arrives, it connects meanwhile (librdkafka's first coordinator
+        lookup on a producer with no broker connection yet waits 50 to 500 ms), and its first
+        statistics report (its producer id) is due by the pre-commit."""
         self.transactional_id = self._free_transactional_id()
-        producer = self._new_producer(
+        return self._new_producer(
             {
                 "transactional.id": self.transactional_id,
                 "statistics.interval.ms": _IDENTITY_INTERVAL_MS,
                 "stats_cb": self._identity,
             }
         )
+
+    def _open(self) -> Producer:
+        producer, self._connected = self._connected or self._connect(), None
         # The id holds no open transaction (step 1), so this fences nothing that another
         # attempt still needs; a dead attempt's committed or aborted transaction is history.
         producer.init_transactions(self._timeout_s)
@@ -349,8 +364,12 @@ class ExactlyOnceWriter(_BaseWriter):
         )
 
     def _admin_client(self) -> TransactionAdmin:
+        """The worker's pooled admin for this configuration, lent for the task: a new one
+        per task cost a bootstrap, a version check and a coordinator lookup each time."""
         if self._admin is None:
-            self._admin = TransactionAdmin(self._config)
+            key = tuple(sorted(self._config.items()))
+            lent = WORKER_ADMINS.lend(key, lambda: TransactionAdmin(self._config))
+            self._admin = self._clients.enter_context(lent)
         return self._admin
 
     def _produce_all(self, batches: Iterable[pa.RecordBatch]) -> None:
@@ -385,10 +404,18 @@ class ExactlyOnceWriter(_BaseWriter):
         self, checkpoint_id: int, batches: Iterable[pa.RecordBatch]
     ) -> Committable:
         """Produce the input, then pre-commit at the barrier and return the committable."""
+        with contextlib.ExitStack() as self._clients:  # the pooled admin, given back at the end
+            return self._write_and_pre_commit(checkpoint_id, batches)
+
+    def _write_and_pre_commit(
+        self, checkpoint_id: int, batches: Iterable[pa.RecordBatch]
+    ) -> Committable:
         try:
+            self._connected = self._connect()
             self._produce_all(batches)
             if self._producer is None:
-                # No input: no transaction was opened, nothing to commit.
+                # No input: no transaction was opened, nothing to commit; the producer that
+                # was never initialised is dropped.
                 return Committable.nothing_written(self.transactional_id)
             crash_point(CrashPoint.TASK_BEFORE_PRE_COMMIT, checkpoint_id=checkpoint_id)
             self._flush()
@@ -405,10 +432,8 @@ class ExactlyOnceWriter(_BaseWriter):
             raise
         finally:
             # Drop, never close(): close() would abort the pre-committed transaction.
-            self._producer = None
-            if self._admin is not None:
-                self._admin.close()
-                self._admin = None
+            self._producer = self._connected = None
+            self._admin = None
 
     def _own_producer_id_and_epoch(self) -> tuple[int, int]:
         """This producer's id and epoch, waiting for librdkafka's first report if need be."""

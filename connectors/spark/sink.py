@@ -56,6 +56,7 @@ from connectors.kafka.writer import AtLeastOnceWriter, ExactlyOnceWriter, NoGuar
 from connectors.lint import checked_sink_config
 from connectors.lint.inputs import Timing
 from connectors.lint.live import LiveClusterError, read_cluster
+from connectors.spark.worker_heap import freeze_imported_heap
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -195,6 +196,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Step 2, in a task: produce, then pre-commit at the barrier (end of input)."""
+        freeze_imported_heap()
         batch_id, partition, attempt = _task()
         crash_point(CrashPoint.TASK_BEGIN, checkpoint_id=batch_id)
         candidates = self._naming.slots(partition, attempt)
@@ -259,6 +261,7 @@ class FlushingStreamWriter(DataSourceStreamArrowWriter):
         self._sink = sink
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        freeze_imported_heap()
         writer_class = (
             AtLeastOnceWriter
             if self._sink.guarantee == DeliveryGuarantee.AT_LEAST_ONCE

@@ -74,6 +74,7 @@ from connectors.kafka.range_reader import read_range
 from connectors.kafka.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
 from connectors.kafka.source_errors import KafkaSourceError, SourceOptionError, report_data_loss
 from connectors.kafka.source_options import SourceOptions, parse_options
+from connectors.spark.worker_heap import freeze_imported_heap
 
 _log = logging.getLogger(__name__)
 # Spark's built-in Kafka source schema, field for field.
@@ -128,6 +129,7 @@ class _KafkaRead:
         self._executor_group = self._options.group_id or f"{unique}-executor"
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        freeze_imported_heap()
         # Spark hands over InputPartition(None) when a batch query planned no range.
         if not isinstance(partition, KafkaInputPartition):
             return iter(())

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from connectors.kafka import range_reader
-from connectors.kafka.consumer_pool import ConsumerPool
+from connectors.kafka.client_pool import ConsumerPool
 from connectors.kafka.range_reader import read_range
 from connectors.kafka.ranges import OffsetRange
 from connectors.kafka.source_errors import DataLossError

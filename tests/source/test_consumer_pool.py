@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from connectors.kafka.consumer_pool import ConsumerPool
+from connectors.kafka.client_pool import ConsumerPool
 
 
 class Consumer:

@@ -12,7 +12,7 @@ from kafka_metadata import FakeMetadata, FakeTopic
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from connectors.kafka import range_reader, source_client
-from connectors.kafka.consumer_pool import ConsumerPool
+from connectors.kafka.client_pool import ConsumerPool
 from connectors.kafka.range_reader import _RangeRead
 from connectors.kafka.ranges import OffsetRange
 from connectors.kafka.source_errors import DataLossError, KafkaSourceError

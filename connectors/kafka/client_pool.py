@@ -1,4 +1,5 @@
-"""A Python worker's range-reader consumers, kept from one task to the next.
+"""A Python worker's Kafka clients, kept from one task to the next: the range readers'
+consumers, and the writers' transaction admins.
 
 Why: PySpark runs a worker's next task in the same process (``spark.python.worker.reuse``, on
 by default), and a new librdkafka consumer per task costs threads, a bootstrap, connections
@@ -30,6 +31,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
+from typing import Generic, TypeVar
 
 from confluent_kafka import Consumer, KafkaException
 
@@ -42,87 +44,96 @@ CAPACITY = 16
 IDLE_S = 300.0
 
 
-def _unassign(consumer: Consumer) -> bool:
-    consumer.unassign()
+C = TypeVar("C")
+
+
+def _kept(client: object) -> bool:
     return True
 
 
-class ConsumerPool:
-    """Idle consumers by key, least recently given back first."""
+class ClientPool(Generic[C]):
+    """Idle clients by key, least recently given back first; ``close`` ends one for good."""
 
     def __init__(
-        self, capacity: int = CAPACITY, idle_s: float = IDLE_S, clock: Clock = time.monotonic
+        self,
+        close: Callable[[C], None],
+        capacity: int = CAPACITY,
+        idle_s: float = IDLE_S,
+        clock: Clock = time.monotonic,
     ) -> None:
+        self._close_client = close
         self._capacity = capacity
         self._idle_s = idle_s
         self._clock = clock
-        self._idle: OrderedDict[tuple[Hashable, int], tuple[Consumer, float]] = OrderedDict()
+        self._idle: OrderedDict[tuple[Hashable, int], tuple[C, float]] = OrderedDict()
         self._lock = threading.Lock()
-        self._serial = 0  # tells apart idle consumers of one key (two reads at once)
+        self._serial = 0  # tells apart idle clients of one key (two uses at once)
 
     @contextmanager
     def lend(
-        self,
-        key: Hashable,
-        open_consumer: Callable[[], Consumer],
-        release: Callable[[Consumer], bool] = _unassign,
-    ) -> Iterator[Consumer]:
-        """An idle consumer of ``key``, or a new one from ``open_consumer``, for one read.
+        self, key: Hashable, open_client: Callable[[], C], release: Callable[[C], bool] = _kept
+    ) -> Iterator[C]:
+        """An idle client of ``key``, or a new one from ``open_client``, for one use.
 
-        When the read ends, ``release`` readies the consumer for the next read (unassigns
-        it) and says whether it may be kept; if not, or if it raises, it is closed.
+        When the use ends, ``release`` readies the client for the next one (a consumer is
+        unassigned) and says whether it may be kept; if not, or if it raises, it is closed.
+        A use that failed closes its client: its state is unknown.
         """
-        consumer = self._take(key) or open_consumer()
+        client = self._take(key) or open_client()
         try:
-            yield consumer
+            yield client
         except GeneratorExit:  # the reader's iterator was closed early: a clean stop
-            self._give_back(key, consumer, release)
+            self._give_back(key, client, release)
             raise
         except BaseException:
-            _close(consumer)
+            self._close(client)
             raise
         else:
-            self._give_back(key, consumer, release)
+            self._give_back(key, client, release)
 
     def close(self) -> None:
-        """Close every idle consumer."""
+        """Close every idle client."""
         with self._lock:
             idle, self._idle = list(self._idle.values()), OrderedDict()
-        for consumer, _ in idle:
-            _close(consumer)
+        for client, _ in idle:
+            self._close(client)
 
     def __len__(self) -> int:
         return len(self._idle)
 
-    def _take(self, key: Hashable) -> Consumer | None:
+    def _take(self, key: Hashable) -> C | None:
         with self._lock:
             expired = self._expired()  # first: an expired consumer is closed, not lent
             found = next((slot for slot in self._idle if slot[0] == key), None)
             taken = self._idle.pop(found)[0] if found is not None else None
-        for consumer in expired:
-            _close(consumer)
+        for client in expired:
+            self._close(client)
         return taken
 
-    def _give_back(
-        self, key: Hashable, consumer: Consumer, release: Callable[[Consumer], bool]
-    ) -> None:
+    def _give_back(self, key: Hashable, client: C, release: Callable[[C], bool]) -> None:
         try:
-            keep = release(consumer)
+            keep = release(client)
         except (KafkaException, RuntimeError) as exc:  # RuntimeError: already closed
-            _log.info("kafka-eos source: not keeping a consumer that failed to unassign: %s", exc)
+            _log.info("kafka-eos: not keeping a client that failed to release: %s", exc)
             keep = False
         if not keep:
-            _close(consumer)
+            self._close(client)
             return
         with self._lock:
             self._serial += 1
-            self._idle[(key, self._serial)] = (consumer, self._clock())
+            self._idle[(key, self._serial)] = (client, self._clock())
             expired = self._expired()
         for old in expired:
-            _close(old)
+            self._close(old)
 
-    def _expired(self) -> list[Consumer]:
-        """Remove (under the lock) and return the consumers idle too long or beyond capacity."""
+    def _close(self, client: C) -> None:
+        try:
+            self._close_client(client)
+        except Exception as exc:  # a client that cannot close cleanly is dropped all the same
+            _log.info("kafka-eos: closing a pooled client failed: %s", exc)
+
+    def _expired(self) -> list[C]:
+        """Remove (under the lock) and return the clients idle too long or beyond capacity."""
         now = self._clock()
         gone = [slot for slot, (_, since) in self._idle.items() if now - since >= self._idle_s]
         excess = len(self._idle) - len(gone) - self._capacity
@@ -131,11 +142,28 @@ class ConsumerPool:
         return [self._idle.pop(slot)[0] for slot in gone]
 
 
-def _close(consumer: Consumer) -> None:
-    try:
-        consumer.close()
-    except (KafkaException, RuntimeError) as exc:  # RuntimeError: already closed
-        _log.info("kafka-eos source: closing a consumer failed: %s", exc)
+def _unassign(consumer: Consumer) -> bool:
+    consumer.unassign()
+    return True
+
+
+class ConsumerPool(ClientPool[Consumer]):
+    """Range readers' consumers: given back unassigned."""
+
+    def __init__(
+        self, capacity: int = CAPACITY, idle_s: float = IDLE_S, clock: Clock = time.monotonic
+    ) -> None:
+        super().__init__(lambda consumer: consumer.close(), capacity, idle_s, clock)
+
+    @contextmanager
+    def lend(
+        self,
+        key: Hashable,
+        open_client: Callable[[], Consumer],
+        release: Callable[[Consumer], bool] = _unassign,
+    ) -> Iterator[Consumer]:
+        with super().lend(key, open_client, release) as consumer:
+            yield consumer
 
 
 # The consumers of this Python worker's range reads.
