@@ -46,13 +46,15 @@ class Measurement:
 
 
 class PeakMemory:
-    """Samples the summed RSS of every process in a session (the job's process group)."""
+    """Samples the summed RSS of every process in a session (the job's process group), and
+    the RSS of its largest Python worker (PySpark's ``pyspark.daemon`` and its forks)."""
 
     def __init__(self, session_id: int, interval_s: float = 0.25) -> None:
         self._session_id = session_id
         self._interval_s = interval_s
         self._stop = threading.Event()
         self.peak_bytes = 0
+        self.peak_python_worker_bytes = 0
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self) -> None:
@@ -67,8 +69,12 @@ class PeakMemory:
             total = 0
             for process in psutil.process_iter():
                 try:
-                    if os.getsid(process.pid) == self._session_id:
-                        total += process.memory_info().rss
+                    if os.getsid(process.pid) != self._session_id:
+                        continue
+                    rss = process.memory_info().rss
+                    total += rss
+                    if "pyspark.daemon" in process.cmdline():
+                        self.peak_python_worker_bytes = max(self.peak_python_worker_bytes, rss)
                 except (psutil.Error, ProcessLookupError, PermissionError):
                     continue  # gone between the listing and the read
             self.peak_bytes = max(self.peak_bytes, total)

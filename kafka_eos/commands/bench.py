@@ -2,6 +2,8 @@
 
 ``--suite pipeline`` (the default): throughput and memory of each delivery guarantee.
 ``--suite source``: what a source task and a trigger cost (``kafka_eos.bench_source``).
+``--suite contenders``: ours beside Spark's built-in pipeline, the mixed pairs and a plain
+confluent-kafka loop (``kafka_eos.bench_contenders``), with a plot beside the report.
 """
 
 from __future__ import annotations
@@ -23,10 +25,24 @@ from kafka_eos.commands._cluster import embedded_or_external_kafka
 @click.option("--repeats", default=2, show_default=True, type=click.IntRange(min=1))
 @click.option(
     "--suite",
-    type=click.Choice(["pipeline", "source"]),
+    type=click.Choice(["pipeline", "source", "contenders"]),
     default="pipeline",
     show_default=True,
-    help="pipeline: each delivery guarantee; source: the cost of a task and of a trigger.",
+    help="pipeline: each delivery guarantee; source: the cost of a task and of a trigger; "
+    "contenders: ours beside Spark's built-in pipeline and a plain Python loop.",
+)
+@click.option(
+    "--sizes",
+    default="100,1000",
+    show_default=True,
+    help="contenders: record sizes in bytes (key + value), comma-separated.",
+)
+@click.option(
+    "--max-offsets-per-trigger",
+    default=100_000,
+    show_default=True,
+    type=click.IntRange(min=1000),
+    help="contenders: the trigger's maxOffsetsPerTrigger, the same for every contender.",
 )
 @click.option("--tasks", default=200, show_default=True, type=click.IntRange(min=10))
 @click.option("--triggers", default=20, show_default=True, type=click.IntRange(min=5))
@@ -46,6 +62,8 @@ def command(
     suite: str,
     tasks: int,
     triggers: int,
+    sizes: str,
+    max_offsets_per_trigger: int,
     output: Path | None,
 ) -> None:
     """Measure side by side: the demo job under none, at_least_once and exactly_once (rows/s
@@ -58,6 +76,11 @@ def command(
             raise click.UsageError("--suite source starts its own Kafka (with a TLS listener)")
         rows = bench_source.run_source_bench(kafka_version, tasks, triggers, repeats)
         report = bench_source.render(rows, invocation, kafka_version, tasks, triggers)
+    elif suite == "contenders":
+        report = _contenders(
+            bootstrap_servers, kafka_version, records, sizes, repeats,
+            max_offsets_per_trigger, invocation, output,
+        )  # fmt: skip
     else:
         from kafka_eos.bench import render, run_bench, show
 
@@ -71,6 +94,38 @@ def command(
     if output is not None:
         write_section(output, suite, report)
         click.echo(f"written to {output}")
+
+
+def _contenders(
+    bootstrap_servers: str | None,
+    kafka_version: str,
+    records: int,
+    sizes: str,
+    repeats: int,
+    max_offsets: int,
+    invocation: str,
+    output: Path | None,
+) -> str:
+    from kafka_eos import bench_contenders, bench_contenders_report
+
+    if bootstrap_servers is not None:
+        raise click.UsageError("--suite contenders starts its own Kafka, the same for all")
+    try:
+        record_sizes = [int(size) for size in sizes.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{sizes!r}: give byte counts, e.g. 100,1000") from None
+    if any(size < 20 for size in record_sizes):
+        raise click.BadParameter(f"{sizes!r}: a record needs at least 20 bytes")
+    with tempfile.TemporaryDirectory(prefix="kafka-eos-bench-") as workdir:
+        runs = bench_contenders.run_contenders(
+            kafka_version, records, record_sizes, repeats, max_offsets, Path(workdir)
+        )
+    plot = None if output is None else output.with_name("benchmarks-contenders.png")
+    if plot is not None:
+        bench_contenders_report.write_plot(runs, record_sizes, plot)
+    return bench_contenders_report.render(
+        runs, invocation, kafka_version, records, record_sizes, max_offsets, plot
+    )
 
 
 def write_section(path: Path, suite: str, markdown: str) -> None:

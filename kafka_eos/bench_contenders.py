@@ -1,0 +1,288 @@
+"""``kafka-eos bench --suite contenders``: our pipeline beside Spark's built-in one, the mixed
+pairs and a plain confluent-kafka loop, on one local Kafka, the same input, the same trigger.
+
+Every Spark contender is a fresh process (``kafka_eos.bench_job``), as a user's job would be:
+Spark ``local[2]``, ``maxOffsetsPerTrigger``, ``Trigger.AvailableNow``, an identity
+``selectExpr("key", "value")``. Its rows/s are the input rows over the summed
+``triggerExecution`` time of its micro-batches (the JVM's start excluded). Runs are
+interleaved (every contender once, then again) so that drift on the machine hits all alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from rich.console import Console
+
+from checkpoint.store import SnapshotStore
+from connectors.kafka.drain import drain
+from connectors.kafka.sink_options import decision_location
+from kafka_eos.bench import PeakMemory
+from kafka_eos.cluster import ProcessCluster
+from kafka_eos.demo import create_topics
+
+console = Console()
+PARTITIONS = 8
+SPARK_BUILT_IN = "Spark `kafka` -> Spark `kafka` (at-least-once)"
+OURS_EXACTLY_ONCE = "`kafka-eos` -> `kafka-eos` exactly_once"
+OURS_AT_LEAST_ONCE = "`kafka-eos` -> `kafka-eos` at_least_once"
+OUR_SINK = "Spark `kafka` -> `kafka-eos` exactly_once"
+PLAIN_LOOP = "confluent-kafka consume -> transactional produce, one process"
+TENTH = f"{OURS_EXACTLY_ONCE}, a tenth of the records"
+
+
+@dataclass(frozen=True)
+class Contender:
+    name: str
+    source: str | None  # None: the plain loop, no Spark
+    sink: str | None
+    guarantee: str = "exactly_once"  # the kafka-eos sink's
+
+
+CONTENDERS = (
+    Contender(SPARK_BUILT_IN, "kafka", "kafka"),
+    Contender(OURS_EXACTLY_ONCE, "kafka-eos", "kafka-eos"),
+    Contender(OURS_AT_LEAST_ONCE, "kafka-eos", "kafka-eos", "at_least_once"),
+    Contender("`kafka-eos` -> Spark `kafka`", "kafka-eos", "kafka"),
+    Contender(OUR_SINK, "kafka", "kafka-eos"),
+    Contender(PLAIN_LOOP, None, None),
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    contender: str
+    record_bytes: int
+    rows: int
+    seconds: float
+    python_worker_rss: int  # the largest Python worker's peak RSS; 0 without Spark
+    commit_ms: tuple[int, ...]  # per batch: decision to confirmation (our exactly_once sink)
+    transactions_per_commit: tuple[int, ...]
+    output_rows: int | None  # read_committed count of the output, where it was checked
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / max(self.seconds, 1e-3)
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.rows_per_s * self.record_bytes / 1e6
+
+
+def run_contenders(
+    kafka_version: str,
+    records: int,
+    sizes: Sequence[int],
+    repeats: int,
+    max_offsets_per_trigger: int,
+    workdir: Path,
+    contenders: Sequence[Contender] = CONTENDERS,
+) -> list[Run]:
+    runs: list[Run] = []
+    with ExitStack() as stack:
+        with console.status(f"starting embedded Apache Kafka {kafka_version} (KRaft)"):
+            cluster = stack.enter_context(ProcessCluster(kafka_version, heap="-Xmx1g"))
+        bootstrap = cluster.bootstrap_servers
+        for size in sizes:
+            topic = f"bench-in-{size}-{uuid.uuid4().hex[:6]}"
+            create_topics(bootstrap, topic, partitions=PARTITIONS)
+            with console.status(f"producing {records:,} records of {size} B"):
+                produce_input(bootstrap, topic, records, size)
+            for repeat in range(repeats):
+                for contender in contenders:
+                    checked = repeat == repeats - 1  # read the output back once per contender
+                    with console.status(f"{size} B, run {repeat + 1}/{repeats}: {contender.name}"):
+                        run = _run(
+                            contender,
+                            bootstrap,
+                            topic,
+                            size,
+                            max_offsets_per_trigger,
+                            workdir,
+                            checked,
+                        )
+                    runs.append(run)
+                    console.print(
+                        f"  {size:>5} B  {contender.name:<58} {run.rows_per_s:>9,.0f} rows/s",
+                        markup=False,
+                    )
+        # The Python workers' memory at a tenth of the records: flat, or growing with them.
+        small = max(records // 10, max_offsets_per_trigger)
+        topic = f"bench-in-small-{uuid.uuid4().hex[:6]}"
+        create_topics(bootstrap, topic, partitions=PARTITIONS)
+        produce_input(bootstrap, topic, small, sizes[0])
+        ours = next(c for c in contenders if c.name == OURS_EXACTLY_ONCE)
+        tenth = dataclasses.replace(ours, name=TENTH)
+        with console.status(f"{small:,} records: {ours.name}"):
+            runs.append(
+                _run(tenth, bootstrap, topic, sizes[0], max_offsets_per_trigger, workdir, False)
+            )
+    return runs
+
+
+def _run(
+    contender: Contender,
+    bootstrap: str,
+    topic: str,
+    size: int,
+    max_offsets: int,
+    workdir: Path,
+    checked: bool,
+) -> Run:
+    output = f"bench-out-{uuid.uuid4().hex[:8]}"
+    create_topics(bootstrap, output, partitions=PARTITIONS)
+    if contender.source is None:
+        rows, seconds = plain_loop(bootstrap, topic, output, max_offsets)
+        rss, commits, sizes = 0, (), ()
+    else:
+        checkpoint = workdir / output
+        rows, seconds, rss = _spark_job(
+            contender, bootstrap, topic, output, max_offsets, checkpoint
+        )
+        commits, sizes = _commits(checkpoint) if contender.sink == "kafka-eos" else ((), ())
+    counted = len(drain(bootstrap, output, "read_committed", timeout_s=300)) if checked else None
+    return Run(contender.name, size, rows, seconds, rss, commits, sizes, counted)
+
+
+def _spark_job(
+    contender: Contender,
+    bootstrap: str,
+    topic: str,
+    output: str,
+    max_offsets: int,
+    checkpoint: Path,
+) -> tuple[int, float, int]:
+    command = [
+        sys.executable, "-m", "kafka_eos.bench_job", "--bootstrap", bootstrap,
+        "--input-topic", topic, "--output-topic", output, "--checkpoint", str(checkpoint),
+        "--source", str(contender.source), "--sink", str(contender.sink),
+        "--guarantee", contender.guarantee, "--max-offsets-per-trigger", str(max_offsets),
+    ]  # fmt: skip
+    job = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    memory = PeakMemory(job.pid)
+    memory.start()
+    try:
+        stdout, stderr = job.communicate(timeout=3600)
+    finally:
+        memory.stop()
+    if job.returncode != 0:
+        raise SystemExit(f"{contender.name} failed (exit {job.returncode}):\n{stderr[-4000:]}")
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    return summary["rows"], summary["trigger_ms"] / 1000, memory.peak_python_worker_bytes
+
+
+def _commits(checkpoint: Path) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Per decided batch: decision to confirmation (the EndTxn of every transaction), and
+    how many transactions the decision named, from the sink's own decision store."""
+    store = SnapshotStore(decision_location(str(checkpoint)))
+    latencies, counts = [], []
+    for cid in store.checkpoint_ids():
+        snapshot, confirmation = store.get(cid), store.confirmation(cid)
+        if snapshot and confirmation and snapshot.decided_at_ms and confirmation.confirmed_at_ms:
+            latencies.append(confirmation.confirmed_at_ms - snapshot.decided_at_ms)
+            counts.append(len(snapshot.committables))
+    return tuple(latencies), tuple(counts)
+
+
+def produce_input(bootstrap: str, topic: str, records: int, size: int) -> None:
+    """Unique 12-byte keys and values that fill each record to ``size`` bytes."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20})
+    value = b"v" * max(size - 12, 0)
+    batch = 10_000
+    for start in range(0, records, batch):
+        messages = [
+            {"key": b"k%011d" % n, "value": value}
+            for n in range(start, min(start + batch, records))
+        ]
+        while messages:
+            queued = producer.produce_batch(topic, messages)
+            messages = [m for m in messages[queued:] if m.pop("_error", True)]
+            producer.poll(0.05 if messages else 0)
+    if producer.flush(120):
+        raise SystemExit(f"could not write the input to {topic}")
+
+
+def plain_loop(bootstrap: str, topic: str, output: str, per_transaction: int) -> tuple[int, float]:
+    """The Python ceiling: consume, produce in batches, commit a transaction (with the
+    consumed offsets) every ``per_transaction`` records; one process, no Spark."""
+    group = f"bench-loop-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": group, "linger.ms": 5})
+    producer.init_transactions(30)
+    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    ends = {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+        for p in partitions
+    }
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    total, in_transaction, positions = sum(ends.values()), 0, dict.fromkeys(partitions, 0)
+    started = time.perf_counter()
+    producer.begin_transaction()
+    done = 0
+    while done < total:
+        messages = [m for m in consumer.consume(10_000, timeout=1.0) if m.error() is None]
+        batch = [{"key": m.key(), "value": m.value(), "partition": m.partition()} for m in messages]
+        for m in messages:
+            positions[m.partition()] = m.offset() + 1
+        while batch:
+            queued = producer.produce_batch(output, batch)
+            batch = [m for m in batch[queued:] if m.pop("_error", True)]
+            producer.poll(0.05 if batch else 0)
+        done += len(messages)
+        in_transaction += len(messages)
+        if in_transaction >= per_transaction or done >= total:
+            offsets = [TopicPartition(topic, p, o) for p, o in positions.items()]
+            producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+            producer.commit_transaction(60)
+            in_transaction = 0
+            if done < total:
+                producer.begin_transaction()
+    seconds = time.perf_counter() - started
+    consumer.close()
+    return done, seconds
+
+
+def medians(runs: Sequence[Run], size: int) -> dict[str, Run]:
+    """Per contender, the run with the median rows/s at ``size`` (a real run, not a blend)."""
+    result = {}
+    names = (r.contender for r in runs if r.record_bytes == size and r.contender != TENTH)
+    for name in dict.fromkeys(names):
+        ranked = sorted(
+            (r for r in runs if r.contender == name and r.record_bytes == size),
+            key=lambda r: r.rows_per_s,
+        )
+        result[name] = ranked[(len(ranked) - 1) // 2]
+    return result
+
+
+def percentile(values: Sequence[int], q: float) -> float:
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))])
+
+
+def all_commits(runs: Sequence[Run], name: str) -> list[int]:
+    return [ms for r in runs if r.contender == name for ms in r.commit_ms]
+
+
+def median_of(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
