@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from checkpoint.crashpoints import ENV as CRASH_ENV
+from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
 from connectors.kafka.drain import drain
 from connectors.kafka.verify import VerifyReport, excess, verify_topics
 from kafka_eos.cluster import ProcessCluster
@@ -99,7 +100,8 @@ def job_summary(result: subprocess.CompletedProcess[str]) -> dict[str, int]:
 def produce_orders(bootstrap_servers: str, topic: str, count: int) -> None:
     """Orders with unique keys (the verify contract: the pipeline keeps the key)."""
     rng = random.Random(7)
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True})
+    config = {"bootstrap.servers": bootstrap_servers, "enable.idempotence": True}
+    producer = Producer({**config, "logger": LIBRDKAFKA_LOGGER})
     for n in range(count):
         order = {
             "order_id": f"order-{n:07d}",
@@ -113,7 +115,7 @@ def produce_orders(bootstrap_servers: str, topic: str, count: int) -> None:
 
 
 def create_topics(bootstrap_servers: str, *topics: str, partitions: int = PARTITIONS) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "logger": LIBRDKAFKA_LOGGER})
     new = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics]
     for future in admin.create_topics(new, operation_timeout=30).values():
         future.result(timeout=60)

@@ -7,10 +7,18 @@ translates the connection and security keys, the only ones an admin connection n
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from checkpoint.errors import ConfigError
+
+# librdkafka's log lines (a retry, a refused connection) as records of this Python logger, set
+# as every confluent-kafka client's ``logger``, instead of raw ``%4|...|`` lines on stderr.
+# Like any library's, it shows nothing until the application configures logging (a
+# NullHandler): what matters reaches the user as the sink's or the source's own errors.
+LIBRDKAFKA_LOGGER = logging.getLogger("kafka_eos.librdkafka")
+LIBRDKAFKA_LOGGER.addHandler(logging.NullHandler())
 
 # librdkafka key -> kafka-python keyword.
 _KAFKA_PYTHON_KEYS: dict[str, str] = {

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
+from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
 from connectors.kafka.source_client import is_transient
 
 _POLL_S = 0.5
@@ -51,6 +52,7 @@ def drain(
             "enable.auto.commit": False,
             "isolation.level": isolation_level,
             "enable.partition.eof": True,
+            "logger": LIBRDKAFKA_LOGGER,
             **(config or {}),
         }
     )

@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from checkpoint.deadline import Clock, Deadline
+from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
 from connectors.kafka.offsets import PartitionKey, describe
 from connectors.kafka.source_errors import SourceOptionError
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
-LIBRDKAFKA_LOGGER = logging.getLogger("kafka_eos.source.librdkafka")
 
 # Kafka keys Spark rejects, plus the two the source must own; each with what to do instead.
 _REJECTED = {

@@ -41,6 +41,7 @@ from checkpoint.crashpoints import CrashPoint, crash_point
 from checkpoint.deadline import Deadline
 from checkpoint.errors import ConfigError, KafkaEosError
 from checkpoint.model import Committable
+from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
 from connectors.kafka.client_pool import ClientPool
 from connectors.kafka.lifetime import commit_margin_ms, transaction_timeout_ms
 from connectors.kafka.records import (
@@ -140,6 +141,7 @@ class _BaseWriter:
             "on_delivery": self._delivery,
             "delivery.report.only.error": True,
             "error_cb": self._delivery.on_error,
+            "logger": LIBRDKAFKA_LOGGER,
         }
 
     def _produce_all(self, batches: Iterable[pa.RecordBatch]) -> None:

@@ -15,8 +15,10 @@ fi
 echo "[kafka-jars] resolving Apache Kafka $version from Maven Central into $dest"
 rm -rf "$dest"
 mkdir -p "$dest"
+# Debian's Maven prints ANSI colour resets even in batch mode: keep them off the console.
 mvn -q -B -f "$here/pom.xml" dependency:copy-dependencies \
-  -Dkafka.version="$version" -DincludeScope=runtime -DoutputDirectory="$dest"
+  -Dkafka.version="$version" -DincludeScope=runtime -DoutputDirectory="$dest" 2>&1 \
+  | sed -u 's/\x1b\[[0-9;]*m//g'
 ls "$dest"/kafka_2.13-"$version".jar >/dev/null
 touch "$dest/.complete"
 echo "[kafka-jars] $(ls "$dest" | grep -c '\.jar$') jars for Kafka $version"
