@@ -4,9 +4,10 @@ The columns are those of Spark's Kafka sink: ``value`` (required, string or bina
 null), ``key``, ``topic``, ``partition`` and ``headers`` (array of struct<key string, value
 binary>). Bad rows fail with the row's column and value named, never silently skipped.
 
-Two shapes, for the writer's two ways to produce: :func:`messages_by_topic` hands a batch to
-``Producer.produce_batch`` in one call per topic (the fast path), :func:`records_of` gives one
-record per row for the batches that carry headers, which ``produce_batch`` cannot send.
+Two shapes, for the writer's two ways to produce: :func:`produce_batches` hands a batch to
+``Producer.produce_batch`` in one call per topic and partition (the fast path);
+:func:`records_of` gives one record per row for the batches that carry headers, which
+``produce_batch`` cannot send.
 """
 
 from __future__ import annotations
@@ -67,8 +68,21 @@ def records_of(batch: pa.RecordBatch, topic_option: str | None) -> Iterator[Kafk
         )
 
 
-# A message as ``Producer.produce_batch`` takes it: "value", "key" and, when pinned, "partition".
+# A message as ``Producer.produce_batch`` takes it: "value" and "key".
 BatchMessage = dict[str, object]
+# librdkafka's "any partition": its partitioner chooses (RD_KAFKA_PARTITION_UA).
+ANY_PARTITION = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceBatch:
+    """Consecutive rows for one topic and one partition: one ``produce_batch`` call.
+    ``produce_batch`` takes the partition for the whole call; a message's own "partition"
+    key is ignored by confluent-kafka, so rows pinned to different partitions must be split."""
+
+    topic: str
+    partition: int
+    messages: list[BatchMessage]
 
 
 def carries_headers(batch: pa.RecordBatch) -> bool:
@@ -80,28 +94,35 @@ def carries_headers(batch: pa.RecordBatch) -> bool:
     return bool(pc.sum(lengths).as_py() or 0)
 
 
-def messages_by_topic(
-    batch: pa.RecordBatch, topic_option: str | None
-) -> dict[str, list[BatchMessage]]:
-    """The rows of a batch without headers as ``produce_batch`` messages, per topic, each
-    topic's in row order. Keys and values stay ``str`` or ``bytes`` as Arrow gives them: the
-    producer writes ``str`` as UTF-8, as :func:`records_of` does. The dict per row is the one
-    Python object per row left: ``produce_batch`` takes nothing else (no Arrow buffers)."""
+def produce_batches(batch: pa.RecordBatch, topic_option: str | None) -> list[ProduceBatch]:
+    """The rows of a batch without headers as ``produce_batch`` calls, in row order within
+    each topic and partition: a topic's rows are cut where their partition changes. Keys and
+    values stay ``str`` or ``bytes`` as Arrow gives them: the producer writes ``str`` as
+    UTF-8, as :func:`records_of` does. The dict per row is the one Python object per row left:
+    ``produce_batch`` takes nothing else (no Arrow buffers)."""
     n = batch.num_rows
     names = batch.schema.names
     values = batch.column("value").to_pylist()
     keys = batch.column("key").to_pylist() if "key" in names else [None] * n
     messages = [{"value": v, "key": k} for v, k in zip(values, keys, strict=True)]
-    if "partition" in names:
-        for message, partition in zip(messages, batch.column("partition").to_pylist(), strict=True):
-            if partition is not None:
-                message["partition"] = partition
-    if topic_option:
-        return {topic_option: messages} if messages else {}
-    topics = batch.column("topic").to_pylist() if "topic" in names else [None] * n
-    by_topic: dict[str, list[BatchMessage]] = {}
-    for i, (topic, message) in enumerate(zip(topics, messages, strict=True)):
+    pinned = "partition" in names and batch.column("partition").null_count < n
+    if topic_option and not pinned:
+        return [ProduceBatch(topic_option, ANY_PARTITION, messages)] if messages else []
+    topics = [topic_option] * n if topic_option else _column(batch, "topic", n)
+    partitions = _column(batch, "partition", n) if pinned else [None] * n
+    calls: list[ProduceBatch] = []
+    open_call: dict[str, ProduceBatch] = {}  # per topic, the call its next row may join
+    for i, (topic, partition, message) in enumerate(zip(topics, partitions, messages, strict=True)):
         if not topic:
             raise _no_topic(i, topic)
-        by_topic.setdefault(topic, []).append(message)
-    return by_topic
+        target = ANY_PARTITION if partition is None else partition
+        call = open_call.get(topic)
+        if call is None or call.partition != target:
+            call = open_call[topic] = ProduceBatch(topic, target, [])
+            calls.append(call)
+        call.messages.append(message)
+    return calls
+
+
+def _column(batch: pa.RecordBatch, name: str, n: int) -> list[object]:
+    return batch.column(name).to_pylist() if name in batch.schema.names else [None] * n

@@ -45,10 +45,10 @@ from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
 from connectors.kafka.client_pool import ClientPool
 from connectors.kafka.lifetime import commit_margin_ms, transaction_timeout_ms
 from connectors.kafka.records import (
-    BatchMessage,
     KafkaRecord,
+    ProduceBatch,
     carries_headers,
-    messages_by_topic,
+    produce_batches,
     records_of,
 )
 from connectors.kafka.transactions import TransactionAdmin, TxnState
@@ -60,7 +60,7 @@ _FENCED = frozenset(
 )
 # How often librdkafka reports the producer's id and epoch; a pre-commit waits at most this
 # long for the first report of a task that ran for less.
-_IDENTITY_INTERVAL_MS = 10
+_IDENTITY_INTERVAL_MS = 20
 
 
 class DeliveryFailed(KafkaEosError):
@@ -156,8 +156,8 @@ class _BaseWriter:
                 for record in records_of(batch, self._topic):
                     self._produce(self._producer, record)
             else:
-                for topic, messages in messages_by_topic(batch, self._topic).items():
-                    self._produce_batch(self._producer, topic, messages)
+                for call in produce_batches(batch, self._topic):
+                    self._produce_batch(self._producer, call)
             self._poll(self._producer, 0)
             self._raise_delivery_error()
 
@@ -192,12 +192,14 @@ class _BaseWriter:
                 self._refused(producer, error)
         self.record_count += 1
 
-    def _produce_batch(self, producer: Producer, topic: str, messages: list[BatchMessage]) -> None:
-        """Queue ``messages`` in order. A full local queue refuses a tail of them, queued again
-        once the queue drained; any other refusal fails the task, as ``produce`` would."""
+    def _produce_batch(self, producer: Producer, call: ProduceBatch) -> None:
+        """Queue the call's messages in order. A full local queue refuses a tail of them,
+        queued again once the queue drained; any other refusal fails the task, as ``produce``
+        would."""
+        topic, messages = call.topic, call.messages
         while messages:
             try:
-                queued = producer.produce_batch(topic, messages)
+                queued = producer.produce_batch(topic, messages, partition=call.partition)
             except BufferError:
                 queued = 0
             if queued == len(messages):
@@ -260,10 +262,16 @@ class _BaseWriter:
         error = self._delivery.error
         fatal = self._delivery.fatal or (error if error and _fenced(error) else None)
         if fatal is not None:
+            fence = fatal.code() in _FENCED or "fenced" in fatal.str().lower()
+            cause = (
+                "A fenced producer lost its transactional id to a newer producer, another "
+                "attempt of the task; Spark retries this one."
+                if fence
+                else "Spark retries the task."
+            )
             raise DeliveryFailed(
-                f"the producer stopped on a fatal error: {fatal.str()} ({fatal.name()}). A "
-                "fenced producer lost its transactional id to a newer producer, another "
-                f"attempt of the task; Spark retries this one. {self.aftermath}"
+                f"the producer stopped on a fatal error: {fatal.str()} ({fatal.name()}). "
+                f"{cause} {self.aftermath}"
             )
         if error is None:
             return
@@ -317,28 +325,23 @@ class ExactlyOnceWriter(_BaseWriter):
         self._identity = _ProducerIdentity()
         self._admin: TransactionAdmin | None = None
         self._clients = contextlib.ExitStack()
-        self._connected: Producer | None = None  # step 1 done, not initialised yet
         timeout_ms = transaction_timeout_ms(self._config)
         self._age_limit_ms = timeout_ms - commit_margin_ms(timeout_ms, int(commit_timeout_s * 1000))
         self._timeout_ms = timeout_ms
         self._begun_at: float | None = None
 
-    def _connect(self) -> Producer:
-        """Step 1, and a producer on the id taken, not yet initialised: created before the
-        task's first input arrives, it connects meanwhile (librdkafka's first coordinator
-        lookup on a producer with no broker connection yet waits 50 to 500 ms), and its first
-        statistics report (its producer id) is due by the pre-commit."""
+    def _open(self) -> Producer:
         self.transactional_id = self._free_transactional_id()
-        return self._new_producer(
+        producer = self._new_producer(
             {
                 "transactional.id": self.transactional_id,
                 "statistics.interval.ms": _IDENTITY_INTERVAL_MS,
                 "stats_cb": self._identity,
+                # Connect to the brokers at once: with sparse connections, librdkafka's first
+                # coordinator lookup finds no broker connected and waits 50-500 ms to retry.
+                "enable.sparse.connections": self._config.get("enable.sparse.connections", False),
             }
         )
-
-    def _open(self) -> Producer:
-        producer, self._connected = self._connected or self._connect(), None
         # The id holds no open transaction (step 1), so this fences nothing that another
         # attempt still needs; a dead attempt's committed or aborted transaction is history.
         producer.init_transactions(self._timeout_s)
@@ -413,11 +416,9 @@ class ExactlyOnceWriter(_BaseWriter):
         self, checkpoint_id: int, batches: Iterable[pa.RecordBatch]
     ) -> Committable:
         try:
-            self._connected = self._connect()
             self._produce_all(batches)
             if self._producer is None:
-                # No input: no transaction was opened, nothing to commit; the producer that
-                # was never initialised is dropped.
+                # No input: no transaction was opened, nothing to commit.
                 return Committable.nothing_written(self.transactional_id)
             crash_point(CrashPoint.TASK_BEFORE_PRE_COMMIT, checkpoint_id=checkpoint_id)
             self._flush()
@@ -434,7 +435,7 @@ class ExactlyOnceWriter(_BaseWriter):
             raise
         finally:
             # Drop, never close(): close() would abort the pre-committed transaction.
-            self._producer = self._connected = None
+            self._producer = None
             self._admin = None
 
     def _own_producer_id_and_epoch(self) -> tuple[int, int]:

@@ -17,8 +17,10 @@ _frozen = False
 
 
 def freeze_imported_heap() -> None:
-    """Freeze what this process holds now, once: called at a task's start, after imports."""
+    """Freeze what this process holds now, once: called at a task's start, after imports.
+    Collected first, so that no garbage of the imports is frozen with them."""
     global _frozen
     if not _frozen:
+        gc.collect()
         gc.freeze()
         _frozen = True

@@ -174,3 +174,28 @@ def test_a_fenced_producer_fails_the_task_and_none_of_its_records_is_visible(
     assert values(bootstrap, topic, "read_committed") == {}
     # The successor's init aborted the task's transaction and holds the id, with none open.
     assert describe(admin, tid).state in (TxnState.EMPTY, TxnState.COMPLETE_ABORT)
+
+
+@default_version_only
+def test_rows_pinned_to_a_partition_land_there_in_order(
+    versioned_kafka: KafkaCluster, admin: TransactionAdmin
+) -> None:
+    """The fast path's calls carry the partition: confluent-kafka's produce_batch ignores a
+    message's own, and would spread pinned rows over every partition."""
+    bootstrap = versioned_kafka.bootstrap_servers
+    topic = create_topic(bootstrap, partitions=4)
+    tid = f"pinned-{uuid.uuid4().hex[:8]}-0"
+    writer = ExactlyOnceWriter({"bootstrap.servers": bootstrap}, topic, [tid], timeout_s=30)
+    pinned = [2, 2, 3, None, 2, 0, 2]
+    batch = pa.RecordBatch.from_pydict(
+        {"value": [f"r{i}" for i in range(len(pinned))], "partition": pa.array(pinned, pa.int32())}
+    )
+
+    committable = writer.write_and_pre_commit(0, [batch])
+
+    written = drain(bootstrap, topic, "read_uncommitted", timeout_s=30)
+    placed = {r.value.decode(): r.partition for r in written}
+    assert {f"r{i}": p for i, p in enumerate(pinned) if p is not None}.items() <= placed.items()
+    assert [r.value.decode() for r in written if r.partition == 2] == ["r0", "r1", "r4", "r6"]
+    assert {(topic, 0), (topic, 2), (topic, 3)} <= set(committable.partitions)
+    KafkaCommitter({"bootstrap.servers": bootstrap}, timeout_s=30).abort(committable)

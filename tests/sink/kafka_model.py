@@ -171,7 +171,10 @@ class KafkaModel:
 
 
 class ModelProducer:
-    """confluent-kafka's transactional ``Producer``, as far as the writer uses it."""
+    """confluent-kafka's transactional ``Producer``, as far as the writer uses it: its local
+    queue holds ``queue.buffering.max.messages`` records until a poll sends them, and
+    ``produce_batch`` takes the partition for the whole call (confluent-kafka ignores a
+    message's own) and refuses the tail that does not fit, as librdkafka does."""
 
     def __init__(self, kafka: KafkaModel, config: Mapping[str, Any]) -> None:
         self._kafka = kafka
@@ -182,6 +185,7 @@ class ModelProducer:
         self._only_errors = bool(config.get("delivery.report.only.error"))
         self._identity: tuple[int, int] | None = None
         self._queued: list[tuple[str, int, Record]] = []
+        self._queue_limit = int(config.get("queue.buffering.max.messages", 100_000))
 
     def init_transactions(self, timeout: float) -> None:
         self._identity = self._kafka.init_producer_id(self._tid, self._timeout_ms)
@@ -190,12 +194,18 @@ class ModelProducer:
         assert self._identity is not None
 
     def produce(self, topic: str, *, value: bytes | None, key: bytes | None,
-                partition: int = 0, **_: Any) -> None:  # fmt: skip
-        self._queued.append((topic, partition, json_record(value)))
+                partition: int = -1, **_: Any) -> None:  # fmt: skip
+        if len(self._queued) >= self._queue_limit:
+            raise BufferError("Local: Queue full")
+        self._queued.append((topic, max(partition, 0), json_record(value)))
 
-    def produce_batch(self, topic: str, messages: list[dict[str, Any]]) -> int:
-        for message in messages:
-            self.produce(topic, **message)
+    def produce_batch(self, topic: str, messages: list[dict[str, Any]], partition: int = -1) -> int:
+        for i, message in enumerate(messages):
+            if len(self._queued) >= self._queue_limit:
+                for refused in messages[i:]:
+                    refused["_error"] = KafkaError(KafkaError._QUEUE_FULL)
+                return i
+            self._queued.append((topic, max(partition, 0), json_record(message["value"])))
         return len(messages)
 
     def poll(self, timeout: float = 0) -> int:

@@ -78,6 +78,8 @@ OPTIONS = {
     "checkpointLocation": "/model/checkpoint",
     "kafka.transaction.timeout.ms": str(TIMEOUT_S * 1000),
     "commitTimeoutMs": "5000",
+    # One record at a time: a task's second record meets a full queue, and is queued again.
+    "kafka.queue.buffering.max.messages": "1",
 }
 # A crash at one of the next 13 steps; at a store write, inside it: before its n-th change to
 # the disk (1 to 5: create, write, fsync, rename, fsync of the directory), or just after it

@@ -10,7 +10,14 @@ import pyarrow as pa
 import pytest
 
 from checkpoint.errors import ConfigError
-from connectors.kafka.records import KafkaRecord, carries_headers, messages_by_topic, records_of
+from connectors.kafka.records import (
+    ANY_PARTITION,
+    KafkaRecord,
+    ProduceBatch,
+    carries_headers,
+    produce_batches,
+    records_of,
+)
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -99,41 +106,47 @@ def test_an_empty_batch_has_no_records() -> None:
     assert list(records_of(batch, "out")) == []
 
 
-# The fast path: a batch without headers goes to produce_batch, a list of messages per topic.
+# The fast path: a batch without headers goes to produce_batch, one call per topic and
+# partition. confluent-kafka's produce_batch takes the partition for the whole call and
+# ignores a message's own, so pinned rows must be split into calls, in row order.
 
 
-def test_messages_keep_row_order_and_pin_only_the_partitions_given() -> None:
+def test_unpinned_rows_of_the_topic_option_are_one_call_to_any_partition() -> None:
     batch = pa.RecordBatch.from_pydict(
-        {
-            "key": pa.array(["k0", None, "k2"], pa.string()),
-            "value": pa.array([b"v0", b"v1", None], pa.binary()),
-            "partition": pa.array([3, None, 0], pa.int32()),
-        }
+        {"key": pa.array(["k0", None], pa.string()), "value": pa.array([b"v0", None], pa.binary())}
     )
-    assert messages_by_topic(batch, "out") == {
-        "out": [
-            {"value": b"v0", "key": "k0", "partition": 3},
-            {"value": b"v1", "key": None},
-            {"value": None, "key": "k2", "partition": 0},
-        ]
-    }
+    messages = [{"value": b"v0", "key": "k0"}, {"value": None, "key": None}]
+    assert produce_batches(batch, "out") == [ProduceBatch("out", ANY_PARTITION, messages)]
 
 
-def test_messages_follow_the_topic_column_each_topic_in_row_order() -> None:
+def test_pinned_rows_are_cut_into_calls_where_their_partition_changes() -> None:
+    batch = pa.RecordBatch.from_pydict(
+        {"value": ["a", "b", "c", "d"], "partition": pa.array([2, 2, None, 2], pa.int32())}
+    )
+    calls = produce_batches(batch, "out")
+    assert [(c.partition, [m["value"] for m in c.messages]) for c in calls] == [
+        (2, ["a", "b"]),
+        (ANY_PARTITION, ["c"]),
+        (2, ["d"]),  # after "c": a partition's rows stay in row order
+    ]
+    assert all("partition" not in m for c in calls for m in c.messages)  # ignored if given
+
+
+def test_calls_follow_the_topic_column_each_topic_in_row_order() -> None:
     batch = pa.RecordBatch.from_pydict({"topic": ["a", "b", "a"], "value": ["1", "2", "3"]})
-    assert messages_by_topic(batch, None) == {
-        "a": [{"value": "1", "key": None}, {"value": "3", "key": None}],
-        "b": [{"value": "2", "key": None}],
-    }
-    assert list(messages_by_topic(batch, "forced")) == ["forced"]
+    assert [(c.topic, [m["value"] for m in c.messages]) for c in produce_batches(batch, None)] == [
+        ("a", ["1", "3"]),
+        ("b", ["2"]),
+    ]
+    assert [c.topic for c in produce_batches(batch, "forced")] == ["forced"]
 
 
-def test_a_row_without_topic_fails_the_batch_before_any_message() -> None:
+def test_a_row_without_topic_fails_the_batch_before_any_call() -> None:
     batch = pa.RecordBatch.from_pydict(
         {"topic": pa.array(["a", None], pa.string()), "value": ["1", "2"]}
     )
     with pytest.raises(ConfigError, match=r"row 1 of the batch has topic None"):
-        messages_by_topic(batch, None)
+        produce_batches(batch, None)
 
 
 def test_only_a_batch_with_a_header_takes_the_record_by_record_path() -> None:
