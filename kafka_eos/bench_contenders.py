@@ -29,6 +29,7 @@ from checkpoint.store import SnapshotStore
 from connectors.kafka.drain import drain
 from connectors.kafka.sink_options import decision_location
 from kafka_eos.bench import PeakMemory
+from kafka_eos.bench_latency import Latency, measure_latency
 from kafka_eos.cluster import ProcessCluster
 from kafka_eos.demo import create_topics
 
@@ -88,8 +89,9 @@ def run_contenders(
     max_offsets_per_trigger: int,
     workdir: Path,
     contenders: Sequence[Contender] = CONTENDERS,
-) -> list[Run]:
+) -> tuple[list[Run], list[Latency]]:
     runs: list[Run] = []
+    latencies: list[Latency] = []
     with ExitStack() as stack:
         with console.status(f"starting embedded Apache Kafka {kafka_version} (KRaft)"):
             cluster = stack.enter_context(ProcessCluster(kafka_version, heap="-Xmx1g"))
@@ -128,7 +130,17 @@ def run_contenders(
             runs.append(
                 _run(tenth, bootstrap, topic, sizes[0], max_offsets_per_trigger, workdir, False)
             )
-    return runs
+        for contender in contenders:
+            if contender.name not in (SPARK_BUILT_IN, OURS_EXACTLY_ONCE):
+                continue
+            with console.status(f"latency: {contender.name}"):
+                latency = measure_latency(
+                    contender.name, str(contender.source), str(contender.sink), bootstrap, workdir
+                )
+            latencies.append(latency)
+            p50, p99 = latency.percentile(0.5), latency.percentile(0.99)
+            console.print(f"  latency {contender.name}: p50 {p50:,.0f} ms, p99 {p99:,.0f} ms")
+    return runs, latencies
 
 
 def _run(

@@ -20,6 +20,7 @@ from kafka_eos.bench_contenders import (
     medians,
     percentile,
 )
+from kafka_eos.bench_latency import Latency
 
 MIB = 2**20
 TITLE = "Contenders: side by side with Spark's built-in pipeline"
@@ -28,6 +29,7 @@ NONE = "-"
 
 def render(
     runs: Sequence[Run],
+    latencies: Sequence[Latency],
     command: str,
     kafka: str,
     records: int,
@@ -54,6 +56,7 @@ def render(
     for size in sizes:
         lines += _table(runs, size)
     lines += _commit_lines(runs)
+    lines += _latency_lines(latencies)
     lines += _targets(runs, sizes)
     return "\n".join(lines) + "\n"
 
@@ -77,6 +80,26 @@ def _table(runs: Sequence[Run], size: int) -> list[str]:
             f"| {name} | {run.rows_per_s:,.0f} | {run.mb_per_s:,.1f} | "
             f"{run.rows_per_s / base:.2f}x | {rss} | "
             f"{f'{counted[-1]:,} of {run.rows:,}' if counted else NONE} |"
+        )
+    return lines
+
+
+def _latency_lines(latencies: Sequence[Latency]) -> list[str]:
+    if not latencies:
+        return []
+    lines = [
+        "",
+        "End-to-end latency of small batches: a record produced every 10 ms, a 1 s "
+        "processing-time trigger, from produce to arrival at a read_committed consumer "
+        "(records of the first 30 s left out):",
+        "",
+        "| pipeline | records measured | p50 (ms) | p99 (ms) |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for latency in latencies:
+        lines.append(
+            f"| {latency.contender} | {len(latency.latencies_ms):,} | "
+            f"{latency.percentile(0.5):,.0f} | {latency.percentile(0.99):,.0f} |"
         )
     return lines
 

@@ -3,7 +3,9 @@ that reads the input with one format and writes it with another, as a new user w
 
 ``python -m kafka_eos.bench_job --source kafka --sink kafka-eos --guarantee exactly_once ...``
 prints one JSON line: the rows, the batches and the summed ``triggerExecution`` time of the
-micro-batches (JVM start-up excluded), as ``kafka_eos.bench_contenders`` reads it.
+micro-batches (JVM start-up excluded), as ``kafka_eos.bench_contenders`` reads it. With
+``--run-s``, the query runs on a 1 s processing-time trigger for that long instead, for the
+latency measurement (``kafka_eos.bench_latency``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ def main() -> None:
     parser.add_argument("--sink", choices=FORMATS, required=True)
     parser.add_argument("--guarantee", default="exactly_once", help="the kafka-eos sink's")
     parser.add_argument("--max-offsets-per-trigger", type=int, required=True)
+    parser.add_argument(
+        "--run-s", type=float, help="a processing-time trigger of 1 s, stopped after this long"
+    )
     args = parser.parse_args()
 
     spark = new_spark_session("local[2]", "kafka-eos-bench", spark_kafka=True)
@@ -47,8 +52,13 @@ def main() -> None:
     )
     if args.sink == "kafka-eos":
         writer = writer.option("deliveryGuarantee", args.guarantee)
-    query = writer.trigger(availableNow=True).start()
-    query.awaitTermination()
+    if args.run_s is None:
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination()
+    else:  # the latency run: a small batch every second, while the bench produces
+        query = writer.trigger(processingTime="1 second").start()
+        query.awaitTermination(args.run_s)
+        query.stop()
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     print(
         json.dumps(

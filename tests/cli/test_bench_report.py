@@ -14,6 +14,7 @@ from kafka_eos.bench_contenders import (
     medians,
 )
 from kafka_eos.bench_contenders_report import render
+from kafka_eos.bench_latency import Latency
 from kafka_eos.commands.bench import write_section
 
 
@@ -50,7 +51,9 @@ def test_contenders_are_compared_on_their_median_run_and_each_target_judged() ->
         _run(TENTH, 1_000, 100 * 2**20),
     ]
     assert medians(runs, 100)[SPARK_BUILT_IN].rows_per_s == 20_000  # a real run, the median
-    report = render(runs, "kafka-eos bench --suite contenders", "4.3.1", 100_000, [100], 10, None)
+    latency = Latency(OURS_EXACTLY_ONCE, 500, (900.0, 1_100.0, 1_000.0))
+    command = "kafka-eos bench --suite contenders"
+    report = render(runs, [latency], command, "4.3.1", 100_000, [100], 10, None)
     assert "| `kafka-eos` -> `kafka-eos` exactly_once | 30,000 | 3.0 | 1.50x | 200 |" in report
     assert "ours exactly_once >= 1.2x Spark's built-in pipeline: 1.50x, met" in report
     assert "exactly_once >= 0.95x our at_least_once: 0.97x, met" in report
@@ -58,3 +61,4 @@ def test_contenders_are_compared_on_their_median_run_and_each_target_judged() ->
     assert "driver commit p50 <= 20 ms: 25 ms, **missed**" in report
     assert "(2.00x), **missed**" in report  # worker RSS doubled with 10x the records
     assert TENTH not in report.split("Targets")[0]  # its own line, not a table row
+    assert "| `kafka-eos` -> `kafka-eos` exactly_once | 3 | 1,000 | 1,100 |" in report
