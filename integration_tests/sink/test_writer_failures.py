@@ -41,6 +41,16 @@ def test_an_oversized_record_aborts_the_tasks_transaction(
         {"bootstrap.servers": bootstrap, "message.max.bytes": 2_000}, topic, [tid], timeout_s=30
     )
 
+    message = _written_then_refused(writer)
+
+    assert "5000 bytes (key + value)" in message and "message.max.bytes = 2000" in message
+    assert "Nothing of this batch is visible" in message
+    _assert_aborted_after_writing(admin, bootstrap, topic, tid)
+
+
+def _written_then_refused(writer: ExactlyOnceWriter) -> str:
+    """Two small records, flushed into the log, then one of 5 kB; the task's error."""
+
     def task_input() -> Iterator[pa.RecordBatch]:
         yield pa.RecordBatch.from_pydict({"value": [b"small-0", b"small-1"]})
         assert writer._producer is not None and writer._producer.flush(30) == 0  # in the log
@@ -48,10 +58,12 @@ def test_an_oversized_record_aborts_the_tasks_transaction(
 
     with pytest.raises(ConfigError) as caught:
         writer.write_and_pre_commit(0, task_input())
+    return str(caught.value)
 
-    message = str(caught.value)
-    assert "5000 bytes (key + value)" in message and "message.max.bytes = 2000" in message
-    assert "Nothing of this batch is visible" in message
+
+def _assert_aborted_after_writing(
+    admin: TransactionAdmin, bootstrap: str, topic: str, tid: str
+) -> None:
     assert values(bootstrap, topic, "read_uncommitted") == {"small-0": 1, "small-1": 1}
     assert values(bootstrap, topic, "read_committed") == {}
     assert describe(admin, tid).state == TxnState.COMPLETE_ABORT
@@ -111,20 +123,11 @@ def test_a_record_the_broker_refuses_fails_the_task_with_the_fix(
     tid = f"refused-{uuid.uuid4().hex[:8]}-0"
     writer = ExactlyOnceWriter({"bootstrap.servers": bootstrap}, topic, [tid], timeout_s=30)
 
-    def task_input() -> Iterator[pa.RecordBatch]:
-        yield pa.RecordBatch.from_pydict({"value": [b"small-0", b"small-1"]})
-        assert writer._producer is not None and writer._producer.flush(30) == 0  # in the log
-        yield pa.RecordBatch.from_pydict({"value": [b"x" * 5_000]})
+    message = _written_then_refused(writer)
 
-    with pytest.raises(ConfigError) as caught:
-        writer.write_and_pre_commit(0, task_input())
-
-    message = str(caught.value)
     assert "the broker rejected a record as too large" in message
     assert "max.message.bytes" in message and "Nothing of this batch is visible" in message
-    assert values(bootstrap, topic, "read_uncommitted") == {"small-0": 1, "small-1": 1}
-    assert values(bootstrap, topic, "read_committed") == {}
-    assert describe(admin, tid).state == TxnState.COMPLETE_ABORT
+    _assert_aborted_after_writing(admin, bootstrap, topic, tid)
 
 
 @default_version_only
