@@ -136,11 +136,16 @@ def _strictest(broker_configs: list[dict[str, str]]) -> dict[str, str]:
 def _describe(
     admin: Any, broker_ids: list[str], topics: list[str], deadline: Deadline
 ) -> dict[tuple[str, str], dict[str, str]]:
-    """Non-sensitive, non-null config of the brokers and of ``topics``, keyed by resource."""
-    resources = [ConfigResource(ResourceType.BROKER, broker_id) for broker_id in broker_ids]
-    resources += [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
-    deadline.check("describe_configs")
-    futures = admin.describe_configs(resources, request_timeout=deadline.remaining())
+    """Non-sensitive, non-null config of the brokers and of ``topics``, keyed by resource.
+    One broker per request (confluent-kafka refuses two), all requests at once."""
+    first, *others = broker_ids
+    requests = [[ConfigResource(ResourceType.BROKER, first)]]
+    requests[0] += [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
+    requests += [[ConfigResource(ResourceType.BROKER, broker_id)] for broker_id in others]
+    futures = {}
+    for resources in requests:
+        deadline.check("describe_configs")
+        futures.update(admin.describe_configs(resources, request_timeout=deadline.remaining()))
     described = {}
     for resource, future in futures.items():
         deadline.check("describe_configs")

@@ -79,7 +79,11 @@ class Pipeline:
         slow the machine is."""
         deadline = time.monotonic() + timeout_s
         while not self._struck(crash_at):
-            assert job.poll() is None, f"the job exited {job.returncode} before {crash_at!r}"
+            if job.poll() is not None:
+                stderr = job.stderr.read() if job.stderr else ""
+                raise AssertionError(
+                    f"the job exited {job.returncode} before {crash_at!r}:\n{stderr[-6000:]}"
+                )
             assert time.monotonic() < deadline, f"{crash_at!r} not reached in {timeout_s} s"
             time.sleep(0.2)
 

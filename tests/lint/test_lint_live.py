@@ -51,7 +51,9 @@ class FakeAdmin:
 
     def describe_configs(self, resources, request_timeout):
         assert request_timeout > 0
-        self.described = [(r.restype.name, r.name) for r in resources]
+        # As confluent-kafka: "Only one ConfigResource of type BROKER is allowed per call".
+        assert sum(r.restype.name == "BROKER" for r in resources) <= 1
+        self.described += [(r.restype.name, r.name) for r in resources]
         configs = {
             ("BROKER", "2"): {
                 "transaction.max.timeout.ms": Entry("300000"),
@@ -81,11 +83,11 @@ def test_reads_broker_config_counts_and_topic_facts():
     [admin] = admins
     assert admin.config["bootstrap.servers"] == "k:9092"
     assert admin.config["security.protocol"] == "SSL"
-    assert admin.described == [
+    assert admin.described == [  # the controller first, with the topics; then each broker
         ("BROKER", "2"),
-        ("BROKER", "1"),
         ("TOPIC", "out"),
         ("TOPIC", "src"),
+        ("BROKER", "1"),
     ]
     assert snapshot.broker_config == {"transaction.max.timeout.ms": "300000"}
     assert snapshot.facts.broker_count == 2
