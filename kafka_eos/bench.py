@@ -15,6 +15,7 @@ import statistics
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,6 +190,12 @@ def render(
             "`make test` covers failures).",
         ]
     return "\n".join(lines) + "\n"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (nearest rank); 0 when there are none."""
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]) if ordered else 0.0
 
 
 def report_header(title: str, written_by: str, command: str) -> list[str]:

@@ -219,12 +219,17 @@ def produce_input(bootstrap: str, topic: str, records: int, size: int) -> None:
             {"key": b"k%011d" % n, "value": value}
             for n in range(start, min(start + batch, records))
         ]
-        while messages:
-            queued = producer.produce_batch(topic, messages)
-            messages = [m for m in messages[queued:] if m.pop("_error", True)]
-            producer.poll(0.05 if messages else 0)
+        _produce_batch(producer, topic, messages)
     if producer.flush(120):
         raise SystemExit(f"could not write the input to {topic}")
+
+
+def _produce_batch(producer: Producer, topic: str, messages: list[dict[str, object]]) -> None:
+    """All of ``messages``, in order: a full queue refuses a tail, queued again once it drained."""
+    while messages:
+        queued = producer.produce_batch(topic, messages)
+        messages = [m for m in messages[queued:] if m.pop("_error", True)]
+        producer.poll(0.05 if messages else 0)
 
 
 def plain_loop(bootstrap: str, topic: str, output: str, per_transaction: int) -> tuple[int, float]:
@@ -253,13 +258,9 @@ def plain_loop(bootstrap: str, topic: str, output: str, per_transaction: int) ->
     done = 0
     while done < total:
         messages = [m for m in consumer.consume(10_000, timeout=1.0) if m.error() is None]
-        batch = [{"key": m.key(), "value": m.value(), "partition": m.partition()} for m in messages]
         for m in messages:
             positions[m.partition()] = m.offset() + 1
-        while batch:
-            queued = producer.produce_batch(output, batch)
-            batch = [m for m in batch[queued:] if m.pop("_error", True)]
-            producer.poll(0.05 if batch else 0)
+        _produce_batch(producer, output, [{"key": m.key(), "value": m.value()} for m in messages])
         done += len(messages)
         in_transaction += len(messages)
         if in_transaction >= per_transaction or done >= total:
@@ -285,11 +286,6 @@ def medians(runs: Sequence[Run], size: int) -> dict[str, Run]:
         )
         result[name] = ranked[(len(ranked) - 1) // 2]
     return result
-
-
-def percentile(values: Sequence[int], q: float) -> float:
-    ordered = sorted(values)
-    return float(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))])
 
 
 def all_commits(runs: Sequence[Run], name: str) -> list[int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafka_eos.bench import report_header
+from kafka_eos.bench import percentile, report_header
 from kafka_eos.bench_contenders import (
     OUR_SINK,
     OURS_AT_LEAST_ONCE,
@@ -18,7 +18,6 @@ from kafka_eos.bench_contenders import (
     all_commits,
     median_of,
     medians,
-    percentile,
 )
 from kafka_eos.bench_latency import Latency
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 
 from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
+from kafka_eos.bench import percentile
 from kafka_eos.demo import create_topics
 
 INTERVAL_S = 0.01
@@ -31,8 +32,7 @@ class Latency:
     latencies_ms: tuple[float, ...]  # of the records produced after the warm-up
 
     def percentile(self, q: float) -> float:
-        ordered = sorted(self.latencies_ms)
-        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
+        return percentile(self.latencies_ms, q)
 
 
 def measure_latency(

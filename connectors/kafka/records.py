@@ -47,13 +47,8 @@ def records_of(batch: pa.RecordBatch, topic_option: str | None) -> Iterator[Kafk
     """Rows of ``batch`` as records; the ``topic`` option wins over a ``topic`` column, as in
     Spark's Kafka sink."""
     n = batch.num_rows
-    names = set(batch.schema.names)
-
-    def column(name: str) -> list[object]:
-        return batch.column(name).to_pylist() if name in names else [None] * n
-
-    values, keys, topics = column("value"), column("key"), column("topic")
-    partitions, headers = column("partition"), column("headers")
+    values, keys, topics = (_column(batch, name, n) for name in ("value", "key", "topic"))
+    partitions, headers = _column(batch, "partition", n), _column(batch, "headers", n)
     for i in range(n):
         topic = topic_option or topics[i]
         if not topic:
@@ -102,8 +97,7 @@ def produce_batches(batch: pa.RecordBatch, topic_option: str | None) -> list[Pro
     ``produce_batch`` takes nothing else (no Arrow buffers)."""
     n = batch.num_rows
     names = batch.schema.names
-    values = batch.column("value").to_pylist()
-    keys = batch.column("key").to_pylist() if "key" in names else [None] * n
+    values, keys = _column(batch, "value", n), _column(batch, "key", n)
     messages = [{"value": v, "key": k} for v, k in zip(values, keys, strict=True)]
     pinned = "partition" in names and batch.column("partition").null_count < n
     if topic_option and not pinned:

@@ -109,8 +109,9 @@ def _size(key: str | bytes | None, value: str | bytes | None) -> int:
     return sum(len(p.encode() if isinstance(p, str) else p or b"") for p in (key, value))
 
 
-def _fenced(error: KafkaError) -> bool:
-    return error.fatal() or error.code() in _FENCED
+def _is_fence(error: KafkaError) -> bool:
+    """The producer lost its transactional id to a newer producer."""
+    return error.code() in _FENCED or "fenced" in error.str().lower()
 
 
 class _BaseWriter:
@@ -145,8 +146,9 @@ class _BaseWriter:
         }
 
     def _produce_all(self, batches: Iterable[pa.RecordBatch]) -> None:
-        """Each Arrow batch in one ``produce_batch`` call per topic; record by record only
-        when it carries headers. Delivery errors are served once per batch, not per record."""
+        """Each Arrow batch in one ``produce_batch`` call per topic and partition; record by
+        record only when it carries headers. Delivery errors are served once per batch, not
+        per record."""
         for batch in batches:
             if batch.num_rows == 0:
                 continue
@@ -260,13 +262,13 @@ class _BaseWriter:
 
     def _raise_delivery_error(self) -> None:
         error = self._delivery.error
-        fatal = self._delivery.fatal or (error if error and _fenced(error) else None)
+        stopping = error is not None and (error.fatal() or error.code() in _FENCED)
+        fatal = self._delivery.fatal or (error if stopping else None)
         if fatal is not None:
-            fence = fatal.code() in _FENCED or "fenced" in fatal.str().lower()
             cause = (
                 "A fenced producer lost its transactional id to a newer producer, another "
                 "attempt of the task; Spark retries this one."
-                if fence
+                if _is_fence(fatal)
                 else "Spark retries the task."
             )
             raise DeliveryFailed(
