@@ -2,8 +2,9 @@
 
 How a range ``[start, end)`` is read:
 
-1. Assign the partition at ``start`` to the worker's consumer for it (``client_pool``: kept
-   from an earlier task, or new; given back unassigned). No group membership, no commits: the
+1. Assign the partition at ``start`` to the worker's consumer for this configuration
+   (``client_pool``: kept from an earlier task, of any partition, or new; given back
+   unassigned). No group membership, no commits: the
    offsets live in Spark's checkpoint. ``auto.offset.reset=error`` turns offsets that are gone
    into an error instead of a silent jump, so data loss is reported as ``failOnDataLoss`` says.
 2. ``consume`` in batches and build one column list per field, then one
@@ -88,8 +89,8 @@ def read_range(
 ) -> Iterator[pa.RecordBatch]:
     """Every record of ``offset_range`` the isolation level lets through, in offset order.
 
-    The consumer comes from ``pool``: the worker's consumer for this configuration and
-    partition, kept from an earlier task, or a new one.
+    The consumer comes from ``pool``: the worker's consumer for this configuration, kept
+    from an earlier task (of this partition or another), or a new one.
     """
     settings = reader_settings(options)
 
@@ -98,7 +99,7 @@ def read_range(
         # asks for only under read_uncommitted (read_committed gives the last stable offset).
         return open_consumer(options, group_id, **{"isolation.level": "read_uncommitted"})
 
-    key = (consumer_identity(options, group_id, **settings), offset_range.key)
+    key = consumer_identity(options, group_id, **settings)
     partition = TopicPartition(offset_range.topic, offset_range.partition)
     read: _RangeRead | None = None
 

@@ -3,7 +3,8 @@
 A pooled consumer must read each range exactly as a new one would: whatever the range before
 it was (ahead, behind, overlapping, to the log end), however it ended (whole, stopped early),
 and under ``read_committed`` with a transaction in the log. A read that failed must not hand
-its consumer on, reads of other configurations or partitions must not share one, and a
+its consumer on, reads of other configurations must not share one (the partitions of one
+configuration do: a consumer is given back unassigned), and a
 consumer given back must stop fetching: what it fetches past its range's end is capped.
 """
 
@@ -153,12 +154,12 @@ def test_a_failed_read_closes_its_consumer_instead_of_handing_it_on(
     pool.close()
 
 
-def test_other_configurations_and_partitions_get_their_own_consumers(
+def test_other_configurations_get_their_own_consumers_and_partitions_share_one(
     kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=2)
     produce(bootstrap, topic, range(10), partition=0)
-    produce(bootstrap, topic, range(10), partition=1)
+    produce(bootstrap, topic, range(20), partition=1)  # longer: a read of 0 would not end
     opened, pool = Opened(monkeypatch), ConsumerPool()
     committed = reader(bootstrap, topic, pool, group="g-same")
     uncommitted = reader(
@@ -167,11 +168,12 @@ def test_other_configurations_and_partitions_get_their_own_consumers(
     other_group = reader(bootstrap, topic, pool, group="g-other")
     for _ in range(2):
         assert committed(0, 10) == list(range(10))
-        assert committed(0, 10, partition=1) == list(range(10))
+        assert committed(0, 20, partition=1) == list(range(20))
+        assert committed(3, 7) == list(range(3, 7))  # partition 0 again, after partition 1
         assert uncommitted(0, 10) == list(range(10))
         assert other_group(0, 10) == list(range(10))
-    assert len(opened) == 4
-    assert len(pool) == 4
+    assert len(opened) == 3  # one per configuration: the partitions shared it
+    assert len(pool) == 3
     pool.close()
 
 
