@@ -9,9 +9,12 @@ JVM and Python workers, summed over the job's processes). Runs are interleaved
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import signal
 import statistics
+import subprocess
 import threading
 import time
 import uuid
@@ -19,6 +22,8 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import PIPE
+from typing import Any
 
 import psutil
 from rich.console import Console
@@ -79,6 +84,29 @@ class PeakMemory:
                 except (psutil.Error, ProcessLookupError, PermissionError):
                     continue  # gone between the listing and the read
             self.peak_bytes = max(self.peak_bytes, total)
+
+
+def run_measured(
+    command: list[str], what: str, cwd: Path | None = None, timeout_s: float = 3600
+) -> tuple[dict[str, Any], PeakMemory]:
+    """Runs a job in its own session, sampling its memory: the JSON summary it prints last.
+    A job that fails, or outlives ``timeout_s``, ends the bench with its stderr's tail."""
+    job = subprocess.Popen(
+        command, cwd=cwd, stdout=PIPE, stderr=PIPE, text=True, start_new_session=True
+    )
+    memory = PeakMemory(job.pid)
+    memory.start()
+    try:
+        stdout, stderr = job.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+        raise SystemExit(f"{what} ran longer than {timeout_s:.0f} s: stopped") from None
+    finally:
+        memory.stop()
+    if job.returncode != 0:
+        raise SystemExit(f"{what} failed (exit {job.returncode}):\n{stderr[-4000:]}")
+    return json.loads(stdout.strip().splitlines()[-1]), memory
 
 
 def run_bench(

@@ -11,13 +11,10 @@ interleaved (every contender once, then again) so that drift on the machine hits
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +25,13 @@ from rich.console import Console
 from checkpoint.store import SnapshotStore
 from connectors.kafka.drain import drain
 from connectors.kafka.sink_options import decision_location
-from kafka_eos.bench import PeakMemory
+from kafka_eos.bench import run_measured
+from kafka_eos.bench_job import Input, Measured, SparkContender, job_command
 from kafka_eos.bench_latency import Latency, measure_latency
+from kafka_eos.bench_recovery import Recovery, measure_recovery
 from kafka_eos.cluster import ProcessCluster
 from kafka_eos.demo import create_topics
+from kafka_eos.peers.quix import quix_run
 
 console = Console()
 PARTITIONS = 8
@@ -40,173 +40,20 @@ OURS_EXACTLY_ONCE = "`kafka-eos` -> `kafka-eos` exactly_once"
 OURS_AT_LEAST_ONCE = "`kafka-eos` -> `kafka-eos` at_least_once"
 OUR_SINK = "Spark `kafka` -> `kafka-eos` exactly_once"
 PLAIN_LOOP = "confluent-kafka consume -> transactional produce, one process"
+QUIX = "Quix Streams 3.28 exactly-once, one process"
+PYTHON_SINK_CEILING = "Spark `kafka` -> a Python sink that drops its rows"
 TENTH = f"{OURS_EXACTLY_ONCE}, a tenth of the records"
 
 
 @dataclass(frozen=True)
-class Contender:
+class ProcessContender:
+    """A pipeline outside Spark: one process that copies the input to the output topic."""
+
     name: str
-    source: str | None  # None: the plain loop, no Spark
-    sink: str | None
-    guarantee: str = "exactly_once"  # the kafka-eos sink's
+    run: Callable[[Input, str], Measured]
 
 
-CONTENDERS = (
-    Contender(SPARK_BUILT_IN, "kafka", "kafka"),
-    Contender(OURS_EXACTLY_ONCE, "kafka-eos", "kafka-eos"),
-    Contender(OURS_AT_LEAST_ONCE, "kafka-eos", "kafka-eos", "at_least_once"),
-    Contender("`kafka-eos` -> Spark `kafka`", "kafka-eos", "kafka"),
-    Contender(OUR_SINK, "kafka", "kafka-eos"),
-    Contender(PLAIN_LOOP, None, None),
-)
-
-
-@dataclass(frozen=True)
-class Run:
-    contender: str
-    record_bytes: int
-    rows: int
-    seconds: float
-    python_worker_rss: int  # the largest Python worker's peak RSS; 0 without Spark
-    commit_ms: tuple[int, ...]  # per batch: decision to confirmation (our exactly_once sink)
-    transactions_per_commit: tuple[int, ...]
-    output_rows: int | None  # read_committed count of the output, where it was checked
-
-    @property
-    def rows_per_s(self) -> float:
-        return self.rows / max(self.seconds, 1e-3)
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.rows_per_s * self.record_bytes / 1e6
-
-
-def run_contenders(
-    kafka_version: str,
-    records: int,
-    sizes: Sequence[int],
-    repeats: int,
-    max_offsets_per_trigger: int,
-    workdir: Path,
-    contenders: Sequence[Contender] = CONTENDERS,
-) -> tuple[list[Run], list[Latency]]:
-    runs: list[Run] = []
-    latencies: list[Latency] = []
-    with ExitStack() as stack:
-        with console.status(f"starting embedded Apache Kafka {kafka_version} (KRaft)"):
-            cluster = stack.enter_context(ProcessCluster(kafka_version, heap="-Xmx1g"))
-        bootstrap = cluster.bootstrap_servers
-        for size in sizes:
-            topic = f"bench-in-{size}-{uuid.uuid4().hex[:6]}"
-            create_topics(bootstrap, topic, partitions=PARTITIONS)
-            with console.status(f"producing {records:,} records of {size} B"):
-                produce_input(bootstrap, topic, records, size)
-            for repeat in range(repeats):
-                for contender in contenders:
-                    checked = repeat == repeats - 1  # read the output back once per contender
-                    with console.status(f"{size} B, run {repeat + 1}/{repeats}: {contender.name}"):
-                        run = _run(
-                            contender,
-                            bootstrap,
-                            topic,
-                            size,
-                            max_offsets_per_trigger,
-                            workdir,
-                            checked,
-                        )
-                    runs.append(run)
-                    console.print(
-                        f"  {size:>5} B  {contender.name:<58} {run.rows_per_s:>9,.0f} rows/s",
-                        markup=False,
-                    )
-        # The Python workers' memory at a tenth of the records: flat, or growing with them.
-        small = max(records // 10, max_offsets_per_trigger)
-        topic = f"bench-in-small-{uuid.uuid4().hex[:6]}"
-        create_topics(bootstrap, topic, partitions=PARTITIONS)
-        produce_input(bootstrap, topic, small, sizes[0])
-        ours = next(c for c in contenders if c.name == OURS_EXACTLY_ONCE)
-        tenth = dataclasses.replace(ours, name=TENTH)
-        with console.status(f"{small:,} records: {ours.name}"):
-            runs.append(
-                _run(tenth, bootstrap, topic, sizes[0], max_offsets_per_trigger, workdir, False)
-            )
-        for contender in contenders:
-            if contender.name not in (SPARK_BUILT_IN, OURS_EXACTLY_ONCE):
-                continue
-            with console.status(f"latency: {contender.name}"):
-                latency = measure_latency(
-                    contender.name, str(contender.source), str(contender.sink), bootstrap, workdir
-                )
-            latencies.append(latency)
-            p50, p99 = latency.percentile(0.5), latency.percentile(0.99)
-            console.print(f"  latency {contender.name}: p50 {p50:,.0f} ms, p99 {p99:,.0f} ms")
-    return runs, latencies
-
-
-def _run(
-    contender: Contender,
-    bootstrap: str,
-    topic: str,
-    size: int,
-    max_offsets: int,
-    workdir: Path,
-    checked: bool,
-) -> Run:
-    output = f"bench-out-{uuid.uuid4().hex[:8]}"
-    create_topics(bootstrap, output, partitions=PARTITIONS)
-    if contender.source is None:
-        rows, seconds = plain_loop(bootstrap, topic, output, max_offsets)
-        rss, commits, sizes = 0, (), ()
-    else:
-        checkpoint = workdir / output
-        rows, seconds, rss = _spark_job(
-            contender, bootstrap, topic, output, max_offsets, checkpoint
-        )
-        commits, sizes = _commits(checkpoint) if contender.sink == "kafka-eos" else ((), ())
-    counted = len(drain(bootstrap, output, "read_committed", timeout_s=300)) if checked else None
-    return Run(contender.name, size, rows, seconds, rss, commits, sizes, counted)
-
-
-def _spark_job(
-    contender: Contender,
-    bootstrap: str,
-    topic: str,
-    output: str,
-    max_offsets: int,
-    checkpoint: Path,
-) -> tuple[int, float, int]:
-    command = [
-        sys.executable, "-m", "kafka_eos.bench_job", "--bootstrap", bootstrap,
-        "--input-topic", topic, "--output-topic", output, "--checkpoint", str(checkpoint),
-        "--source", str(contender.source), "--sink", str(contender.sink),
-        "--guarantee", contender.guarantee, "--max-offsets-per-trigger", str(max_offsets),
-    ]  # fmt: skip
-    job = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    memory = PeakMemory(job.pid)
-    memory.start()
-    try:
-        stdout, stderr = job.communicate(timeout=3600)
-    finally:
-        memory.stop()
-    if job.returncode != 0:
-        raise SystemExit(f"{contender.name} failed (exit {job.returncode}):\n{stderr[-4000:]}")
-    summary = json.loads(stdout.strip().splitlines()[-1])
-    return summary["rows"], summary["trigger_ms"] / 1000, memory.peak_python_worker_bytes
-
-
-def _commits(checkpoint: Path) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Per decided batch: decision to confirmation (the EndTxn of every transaction), and
-    how many transactions the decision named, from the sink's own decision store."""
-    store = SnapshotStore(decision_location(str(checkpoint)))
-    latencies, counts = [], []
-    for cid in store.checkpoint_ids():
-        snapshot, confirmation = store.get(cid), store.confirmation(cid)
-        if snapshot and confirmation and snapshot.decided_at_ms and confirmation.confirmed_at_ms:
-            latencies.append(confirmation.confirmed_at_ms - snapshot.decided_at_ms)
-            counts.append(len(snapshot.committables))
-    return tuple(latencies), tuple(counts)
+Contender = SparkContender | ProcessContender
 
 
 def produce_input(bootstrap: str, topic: str, records: int, size: int) -> None:
@@ -232,9 +79,10 @@ def _produce_batch(producer: Producer, topic: str, messages: list[dict[str, obje
         producer.poll(0.05 if messages else 0)
 
 
-def plain_loop(bootstrap: str, topic: str, output: str, per_transaction: int) -> tuple[int, float]:
+def plain_loop(given: Input, output: str) -> Measured:
     """The Python ceiling: consume, produce in batches, commit a transaction (with the
     consumed offsets) every ``per_transaction`` records; one process, no Spark."""
+    bootstrap, topic, per_transaction = given.bootstrap, given.topic, given.max_offsets
     group = f"bench-loop-{uuid.uuid4().hex[:6]}"
     consumer = Consumer(
         {
@@ -272,7 +120,144 @@ def plain_loop(bootstrap: str, topic: str, output: str, per_transaction: int) ->
                 producer.begin_transaction()
     seconds = time.perf_counter() - started
     consumer.close()
-    return done, seconds
+    return Measured(done, seconds, 0)  # its memory is the bench's own: not sampled
+
+
+CONTENDERS: tuple[Contender, ...] = (
+    SparkContender(SPARK_BUILT_IN, "kafka", "kafka"),
+    SparkContender(OURS_EXACTLY_ONCE, "kafka-eos", "kafka-eos"),
+    SparkContender(OURS_AT_LEAST_ONCE, "kafka-eos", "kafka-eos", "at_least_once"),
+    SparkContender("`kafka-eos` -> Spark `kafka`", "kafka-eos", "kafka"),
+    SparkContender(OUR_SINK, "kafka", "kafka-eos"),
+    SparkContender(PYTHON_SINK_CEILING, "kafka", "discard"),
+    ProcessContender(PLAIN_LOOP, plain_loop),
+    ProcessContender(QUIX, quix_run),
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    contender: str
+    record_bytes: int
+    rows: int
+    seconds: float
+    python_worker_rss: int  # the largest Python worker's peak RSS; 0 without Spark
+    commit_ms: tuple[int, ...]  # per batch: decision to confirmation (our exactly_once sink)
+    transactions_per_commit: tuple[int, ...]
+    output_rows: int | None  # read_committed count of the output, where it was checked
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / max(self.seconds, 1e-3)
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.rows_per_s * self.record_bytes / 1e6
+
+
+@dataclass(frozen=True)
+class Results:
+    runs: list[Run]
+    latencies: list[Latency]
+    recoveries: list[Recovery]
+
+
+def run_contenders(
+    kafka_version: str,
+    records: int,
+    sizes: Sequence[int],
+    repeats: int,
+    max_offsets_per_trigger: int,
+    workdir: Path,
+    contenders: Sequence[Contender] = CONTENDERS,
+) -> Results:
+    runs: list[Run] = []
+    with ExitStack() as stack:
+        with console.status(f"starting embedded Apache Kafka {kafka_version} (KRaft)"):
+            cluster = stack.enter_context(ProcessCluster(kafka_version, heap="-Xmx1g"))
+        bootstrap = cluster.bootstrap_servers
+        for size in sizes:
+            given = _input(bootstrap, records, size, max_offsets_per_trigger, workdir)
+            for repeat in range(repeats):
+                for contender in contenders:
+                    checked = repeat == repeats - 1  # read the output back once per contender
+                    with console.status(f"{size} B, run {repeat + 1}/{repeats}: {contender.name}"):
+                        run = _run(contender, given, checked)
+                    runs.append(run)
+                    console.print(
+                        f"  {size:>5} B  {contender.name:<58} {run.rows_per_s:>9,.0f} rows/s",
+                        markup=False,
+                    )
+        # The Python workers' memory at a tenth of the records: flat, or growing with them.
+        small = max(records // 10, max_offsets_per_trigger)
+        given = _input(bootstrap, small, sizes[0], max_offsets_per_trigger, workdir)
+        ours = next(c for c in contenders if c.name == OURS_EXACTLY_ONCE)
+        with console.status(f"{small:,} records: {ours.name}"):
+            runs.append(_run(dataclasses.replace(ours, name=TENTH), given, False))
+        spark = [c for c in contenders if isinstance(c, SparkContender)]
+        latencies, recoveries = [], []
+        for contender in spark:
+            if contender.name not in (SPARK_BUILT_IN, OURS_EXACTLY_ONCE):
+                continue
+            with console.status(f"latency: {contender.name}"):
+                latency = measure_latency(contender, bootstrap, workdir)
+            latencies.append(latency)
+            p50, p99 = latency.percentile(0.5), latency.percentile(0.99)
+            console.print(f"  latency {contender.name}: p50 {p50:,.0f} ms, p99 {p99:,.0f} ms")
+            given = _input(bootstrap, records, sizes[0], max_offsets_per_trigger, workdir)
+            with console.status(f"recovery after a driver kill: {contender.name}"):
+                recovery = measure_recovery(contender, given)
+            recoveries.append(recovery)
+            console.print(f"  recovery {contender.name}: {recovery.summary()}")
+    return Results(runs, latencies, recoveries)
+
+
+def _input(bootstrap: str, records: int, size: int, max_offsets: int, workdir: Path) -> Input:
+    topic = f"bench-in-{size}-{uuid.uuid4().hex[:6]}"
+    create_topics(bootstrap, topic, partitions=PARTITIONS)
+    with console.status(f"producing {records:,} records of {size} B"):
+        produce_input(bootstrap, topic, records, size)
+    return Input(bootstrap, topic, records, size, max_offsets, workdir)
+
+
+def _run(contender: Contender, given: Input, checked: bool) -> Run:
+    output = f"bench-out-{uuid.uuid4().hex[:8]}"
+    create_topics(given.bootstrap, output, partitions=PARTITIONS)
+    commits: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+    if isinstance(contender, ProcessContender):
+        measured = contender.run(given, output)
+    else:
+        checkpoint = given.workdir / output
+        measured = _spark_job(contender, given, output, checkpoint)
+        if contender.sink == "kafka-eos":
+            commits = _commits(checkpoint)
+    counted = None
+    if checked:
+        counted = len(drain(given.bootstrap, output, "read_committed", timeout_s=300))
+    return Run(
+        contender.name, given.record_bytes, measured.rows, measured.seconds, measured.rss,
+        *commits, counted,
+    )  # fmt: skip
+
+
+def _spark_job(contender: SparkContender, given: Input, output: str, checkpoint: Path) -> Measured:
+    command = job_command(contender, given, output, checkpoint)
+    summary, memory = run_measured(command, contender.name)
+    seconds = summary["trigger_ms"] / 1000
+    return Measured(summary["rows"], seconds, memory.peak_python_worker_bytes)
+
+
+def _commits(checkpoint: Path) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Per decided batch: decision to confirmation (the EndTxn of every transaction), and
+    how many transactions the decision named, from the sink's own decision store."""
+    store = SnapshotStore(decision_location(str(checkpoint)))
+    latencies, counts = [], []
+    for cid in store.checkpoint_ids():
+        snapshot, confirmation = store.get(cid), store.confirmation(cid)
+        if snapshot and confirmation and snapshot.decided_at_ms and confirmation.confirmed_at_ms:
+            latencies.append(confirmation.confirmed_at_ms - snapshot.decided_at_ms)
+            counts.append(len(snapshot.committables))
+    return tuple(latencies), tuple(counts)
 
 
 def medians(runs: Sequence[Run], size: int) -> dict[str, Run]:

@@ -12,14 +12,18 @@ from kafka_eos.bench_contenders import (
     OURS_AT_LEAST_ONCE,
     OURS_EXACTLY_ONCE,
     PLAIN_LOOP,
+    PYTHON_SINK_CEILING,
+    QUIX,
     SPARK_BUILT_IN,
     TENTH,
+    Results,
     Run,
     all_commits,
     median_of,
     medians,
 )
 from kafka_eos.bench_latency import Latency
+from kafka_eos.bench_recovery import KILL_INTO_BATCH_S, Recovery
 
 MIB = 2**20
 TITLE = "Contenders: side by side with Spark's built-in pipeline"
@@ -27,8 +31,7 @@ NONE = "-"
 
 
 def render(
-    runs: Sequence[Run],
-    latencies: Sequence[Latency],
+    results: Results,
     command: str,
     kafka: str,
     records: int,
@@ -36,6 +39,7 @@ def render(
     max_offsets: int,
     plot: Path | None,
 ) -> str:
+    runs = results.runs
     repeats = sum(1 for r in runs if r.contender == SPARK_BUILT_IN and r.record_bytes == sizes[0])
     lines = [
         *report_header(TITLE, "kafka-eos bench --suite contenders", command),
@@ -46,16 +50,18 @@ def render(
         '`Trigger.AvailableNow`, identity `selectExpr("key", "value")`, 8 output partitions',
         f"- {repeats} interleaved runs per contender and size; each row is the run with the "
         "median rows/s. rows/s: input rows over the summed `triggerExecution` of the "
-        "micro-batches (JVM start excluded); the plain loop: its wall time. Python worker RSS: "
-        "the largest PySpark worker's peak. Output: the read_committed count of each "
-        "contender's last run",
+        "micro-batches (JVM start excluded); the plain loop: its wall time; Quix Streams: from "
+        "its first record to its end (group join excluded). Python RSS: the largest PySpark "
+        "worker's peak; Quix Streams: its one process. Output: the read_committed count of "
+        "each contender's last run",
     ]
     if plot is not None:
         lines += ["", f"![rows/s per contender]({plot.name})"]
     for size in sizes:
         lines += _table(runs, size)
     lines += _commit_lines(runs)
-    lines += _latency_lines(latencies)
+    lines += _latency_lines(results.latencies)
+    lines += _recovery_lines(results.recoveries)
     lines += _targets(runs, sizes)
     return "\n".join(lines) + "\n"
 
@@ -67,8 +73,8 @@ def _table(runs: Sequence[Run], size: int) -> list[str]:
         "",
         f"### {size} B records",
         "",
-        "| pipeline (source -> sink) | rows/s | MB/s | vs Spark built-in | Python worker RSS "
-        "(MiB) | output rows (read_committed) |",
+        "| pipeline (source -> sink) | rows/s | MB/s | vs Spark built-in | Python RSS (MiB) "
+        "| output rows (read_committed) |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, run in best.items():
@@ -103,6 +109,28 @@ def _latency_lines(latencies: Sequence[Latency]) -> list[str]:
     return lines
 
 
+def _recovery_lines(recoveries: Sequence[Recovery]) -> list[str]:
+    if not recoveries:
+        return []
+    lines = [
+        "",
+        f"Recovery after a driver kill: the whole job (JVM and Python) killed "
+        f"{KILL_INTO_BATCH_S:.0f} s into its second micro-batch, then the same query restarted "
+        "on its checkpoint; the time from the kill to the end of the restarted query's first "
+        "micro-batch (a new JVM and session, the sink's recovery, the replayed batch), and what "
+        "a read_committed reader saw once the query had finished:",
+        "",
+        "| pipeline | recovery (s) | records | duplicates | lost |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for r in recoveries:
+        lines.append(
+            f"| {r.contender} | {r.recovery_s:.1f} | {r.records:,} | {r.duplicates:,} | "
+            f"{r.lost:,} |"
+        )
+    return lines
+
+
 def _commit_lines(runs: Sequence[Run]) -> list[str]:
     lines = [
         "",
@@ -128,6 +156,7 @@ TARGETS = (
     ("Spark's source -> our sink >= 1.0x Spark's built-in", OUR_SINK, SPARK_BUILT_IN, 1.0),
     ("exactly_once >= 0.95x our at_least_once", OURS_EXACTLY_ONCE, OURS_AT_LEAST_ONCE, 0.95),
     ("ours >= 0.7x the plain confluent-kafka loop", OURS_EXACTLY_ONCE, PLAIN_LOOP, 0.7),
+    ("ours >= 1.0x Quix Streams exactly-once", OURS_EXACTLY_ONCE, QUIX, 1.0),
 )
 
 
@@ -141,6 +170,13 @@ def _targets(runs: Sequence[Run], sizes: Sequence[int]) -> list[str]:
                 ratio = rate[ours] / rate[other]
                 verdict = "met" if ratio >= target else "**missed**"
                 lines.append(f"- {size} B: {what}: {ratio:.2f}x, {verdict}")
+        if {PYTHON_SINK_CEILING, OUR_SINK, SPARK_BUILT_IN} <= rate.keys():
+            ceiling = rate[PYTHON_SINK_CEILING] / rate[SPARK_BUILT_IN]
+            lines.append(
+                f"  - {size} B: the ceiling of any Python sink ({PYTHON_SINK_CEILING}): "
+                f"{ceiling:.2f}x Spark's built-in; our sink runs at "
+                f"{rate[OUR_SINK] / rate[PYTHON_SINK_CEILING]:.2f}x that ceiling"
+            )
     commits = all_commits(runs, OURS_EXACTLY_ONCE)
     if commits:
         p50 = percentile(commits, 0.5)

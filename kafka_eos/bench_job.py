@@ -3,7 +3,8 @@ that reads the input with one format and writes it with another, as a new user w
 
 ``python -m kafka_eos.bench_job --source kafka --sink kafka-eos --guarantee exactly_once ...``
 prints one JSON line: the rows, the batches and the summed ``triggerExecution`` time of the
-micro-batches (JVM start-up excluded), as ``kafka_eos.bench_contenders`` reads it. With
+micro-batches (JVM start-up excluded), and when the first ended, as
+``kafka_eos.bench_contenders`` and ``kafka_eos.bench_recovery`` read it. With
 ``--run-s``, the query runs on a 1 s processing-time trigger for that long instead, for the
 latency measurement (``kafka_eos.bench_latency``).
 """
@@ -12,10 +13,57 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 
+from kafka_eos.bench_discard import DiscardDataSource
 from kafka_eos.spark_session import new_spark_session
 
-FORMATS = ("kafka", "kafka-eos")
+SOURCES = ("kafka", "kafka-eos")
+SINKS = (*SOURCES, "discard")
+
+
+@dataclass(frozen=True)
+class Input:
+    """What every contender of one size reads: the same topic, records and trigger."""
+
+    bootstrap: str
+    topic: str
+    records: int
+    record_bytes: int
+    max_offsets: int  # Spark's maxOffsetsPerTrigger; the plain loop's records per transaction
+    workdir: Path
+
+
+@dataclass(frozen=True)
+class Measured:
+    rows: int
+    seconds: float
+    rss: int  # the peak of the Python process that does the work; 0 where a JVM does it
+
+
+@dataclass(frozen=True)
+class SparkContender:
+    """A Spark job in a fresh process (``kafka_eos.bench_job``), as a new user would run it."""
+
+    name: str
+    source: str
+    sink: str
+    guarantee: str = "exactly_once"  # the kafka-eos sink's
+
+
+def job_command(
+    contender: SparkContender, given: Input, output: str, checkpoint: Path
+) -> list[str]:
+    """This module's command line for one run of ``contender`` over ``given``."""
+    return [
+        sys.executable, "-m", "kafka_eos.bench_job", "--bootstrap", given.bootstrap,
+        "--input-topic", given.topic, "--output-topic", output, "--checkpoint", str(checkpoint),
+        "--source", contender.source, "--sink", contender.sink,
+        "--guarantee", contender.guarantee, "--max-offsets-per-trigger", str(given.max_offsets),
+    ]  # fmt: skip
 
 
 def main() -> None:
@@ -24,8 +72,8 @@ def main() -> None:
     parser.add_argument("--input-topic", required=True)
     parser.add_argument("--output-topic", required=True)
     parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--source", choices=FORMATS, required=True)
-    parser.add_argument("--sink", choices=FORMATS, required=True)
+    parser.add_argument("--source", choices=SOURCES, required=True)
+    parser.add_argument("--sink", choices=SINKS, required=True)
     parser.add_argument("--guarantee", default="exactly_once", help="the kafka-eos sink's")
     parser.add_argument("--max-offsets-per-trigger", type=int, required=True)
     parser.add_argument(
@@ -35,6 +83,7 @@ def main() -> None:
 
     spark = new_spark_session("local[2]", "kafka-eos-bench", spark_kafka=True)
     spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(DiscardDataSource)
     rows = (
         spark.readStream.format(args.source)
         .option("kafka.bootstrap.servers", args.bootstrap)
@@ -66,10 +115,17 @@ def main() -> None:
                 "rows": sum(p["numInputRows"] for p in progress),
                 "batches": len(progress),
                 "trigger_ms": sum(p["durationMs"]["triggerExecution"] for p in progress),
+                "first_batch_ended_s": _ended_s(progress[0]) if progress else None,
             }
         )
     )
     spark.stop()
+
+
+def _ended_s(progress: dict) -> float:
+    """When a micro-batch ended, in seconds since the epoch: its start plus its duration."""
+    started = datetime.fromisoformat(progress["timestamp"]).timestamp()
+    return started + progress["durationMs"]["triggerExecution"] / 1000
 
 
 if __name__ == "__main__":

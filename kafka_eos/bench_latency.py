@@ -9,7 +9,6 @@ first ``warm_up_s`` (the JVM's start, the first batch) are left out.
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -20,6 +19,7 @@ from confluent_kafka import Consumer, Producer
 
 from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
 from kafka_eos.bench import percentile
+from kafka_eos.bench_job import Input, SparkContender, job_command
 from kafka_eos.demo import create_topics
 
 INTERVAL_S = 0.01
@@ -36,9 +36,7 @@ class Latency:
 
 
 def measure_latency(
-    name: str,
-    source: str,
-    sink: str,
+    contender: SparkContender,
     bootstrap: str,
     workdir: Path,
     run_s: float = 75.0,
@@ -47,12 +45,8 @@ def measure_latency(
     suffix = uuid.uuid4().hex[:8]
     topic, output = f"latency-in-{suffix}", f"latency-out-{suffix}"
     create_topics(bootstrap, topic, output, partitions=8)
-    command = [
-        sys.executable, "-m", "kafka_eos.bench_job", "--bootstrap", bootstrap,
-        "--input-topic", topic, "--output-topic", output,
-        "--checkpoint", str(workdir / output), "--source", source, "--sink", sink,
-        "--max-offsets-per-trigger", "100000", "--run-s", str(run_s),
-    ]  # fmt: skip
+    given = Input(bootstrap, topic, 0, 0, 100_000, workdir)
+    command = [*job_command(contender, given, output, workdir / output), "--run-s", str(run_s)]
     job = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
@@ -78,10 +72,10 @@ def measure_latency(
     stop.set()
     reader.join()
     if job.returncode != 0:
-        raise SystemExit(f"the latency job ({name}) failed:\n{stderr[-4000:]}")
+        raise SystemExit(f"the latency job ({contender.name}) failed:\n{stderr[-4000:]}")
     after_warm_up = {i: at for i, at in sent.items() if at - started > warm_up_s}
     measured = tuple((arrived[i] - at) * 1000 for i, at in after_warm_up.items() if i in arrived)
-    return Latency(name, n, measured)
+    return Latency(contender.name, n, measured)
 
 
 def _read(bootstrap: str, topic: str, arrived: dict[int, float], stop: threading.Event) -> None:

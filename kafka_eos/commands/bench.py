@@ -117,14 +117,14 @@ def _contenders(
     if any(size < 20 for size in record_sizes):
         raise click.BadParameter(f"{sizes!r}: a record needs at least 20 bytes")
     with tempfile.TemporaryDirectory(prefix="kafka-eos-bench-") as workdir:
-        runs, latencies = bench_contenders.run_contenders(
+        results = bench_contenders.run_contenders(
             kafka_version, records, record_sizes, repeats, max_offsets, Path(workdir)
         )
     plot = None if output is None else output.with_name("benchmarks-contenders.png")
     if plot is not None:
-        bench_contenders_report.write_plot(runs, record_sizes, plot)
+        bench_contenders_report.write_plot(results.runs, record_sizes, plot)
     return bench_contenders_report.render(
-        runs, latencies, invocation, kafka_version, records, record_sizes, max_offsets, plot
+        results, invocation, kafka_version, records, record_sizes, max_offsets, plot
     )
 
 

@@ -6,15 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from kafka_eos.bench_contenders import (
+    OUR_SINK,
     OURS_AT_LEAST_ONCE,
     OURS_EXACTLY_ONCE,
+    PYTHON_SINK_CEILING,
     SPARK_BUILT_IN,
     TENTH,
+    Results,
     Run,
     medians,
 )
 from kafka_eos.bench_contenders_report import render
 from kafka_eos.bench_latency import Latency
+from kafka_eos.bench_recovery import Recovery
 from kafka_eos.commands.bench import write_section
 
 
@@ -48,16 +52,22 @@ def test_contenders_are_compared_on_their_median_run_and_each_target_judged() ->
         *(_run(SPARK_BUILT_IN, r) for r in (10_000, 40_000, 20_000)),
         *(_run(OURS_EXACTLY_ONCE, r, 200 * 2**20, (25, 30)) for r in (30_000, 25_000, 90_000)),
         *(_run(OURS_AT_LEAST_ONCE, r) for r in (31_000, 31_000, 31_000)),
+        _run(OUR_SINK, 15_000),
+        _run(PYTHON_SINK_CEILING, 25_000),
         _run(TENTH, 1_000, 100 * 2**20),
     ]
     assert medians(runs, 100)[SPARK_BUILT_IN].rows_per_s == 20_000  # a real run, the median
     latency = Latency(OURS_EXACTLY_ONCE, 500, (900.0, 1_100.0, 1_000.0))
     command = "kafka-eos bench --suite contenders"
-    report = render(runs, [latency], command, "4.3.1", 100_000, [100], 10, None)
+    recovery = Recovery(OURS_EXACTLY_ONCE, 100_000, 21.5, 100_000, 0, 0)
+    results = Results(runs, [latency], [recovery])
+    report = render(results, command, "4.3.1", 100_000, [100], 10, None)
     assert "| `kafka-eos` -> `kafka-eos` exactly_once | 30,000 | 3.0 | 1.50x | 200 |" in report
     assert "ours exactly_once >= 1.2x Spark's built-in pipeline: 1.50x, met" in report
     assert "exactly_once >= 0.95x our at_least_once: 0.97x, met" in report
     assert "plain confluent-kafka loop" not in report  # not run: not judged
+    assert "drops its rows): 1.25x Spark's built-in; our sink runs at 0.60x that" in report
+    assert "| `kafka-eos` -> `kafka-eos` exactly_once | 21.5 | 100,000 | 0 | 0 |" in report
     assert "driver commit p50 <= 20 ms: 25 ms, **missed**" in report
     assert "(2.00x), **missed**" in report  # worker RSS doubled with 10x the records
     assert TENTH not in report.split("Targets")[0]  # its own line, not a table row

@@ -1,0 +1,1 @@
+"""Other stream processors, run as contenders by ``kafka-eos bench --suite contenders``."""
