@@ -72,7 +72,8 @@ test-faults-removed: venv kafka-jars images
 
 # Not in `make test`: measurements, not tests. Each suite rewrites its own section of
 # docs/benchmarks.md (about 10 min for the pipeline, 2 min for the source, 60 min for the
-# contenders); run on an idle machine.
+# contenders, which set up Quix Streams and PyFlink in .cache/peers on first use: 1 GB, 1 min);
+# run on an idle machine.
 bench: venv kafka-jars spark-kafka-jars
 	@echo "==> benchmarks (docs/benchmarks.md)"
 	@$(BIN)/pip install -q -e '.[test,bench]'

@@ -1,5 +1,7 @@
 """``kafka-eos bench --suite contenders``: our pipeline beside Spark's built-in one, the mixed
-pairs and a plain confluent-kafka loop, on one local Kafka, the same input, the same trigger.
+pairs, a Python sink that drops its rows, a plain confluent-kafka loop, Quix Streams and PyFlink,
+on one local Kafka, the same input, the same trigger (``kafka_eos/peers/``: the contenders that
+are not Spark, each in its own virtualenv).
 
 Every Spark contender is a fresh process (``kafka_eos.bench_job``), as a user's job would be:
 Spark ``local[2]``, ``maxOffsetsPerTrigger``, ``Trigger.AvailableNow``, an identity
@@ -31,6 +33,7 @@ from kafka_eos.bench_latency import Latency, measure_latency
 from kafka_eos.bench_recovery import Recovery, measure_recovery
 from kafka_eos.cluster import ProcessCluster
 from kafka_eos.demo import create_topics
+from kafka_eos.peers.flink import flink_run
 from kafka_eos.peers.quix import quix_run
 
 console = Console()
@@ -41,6 +44,7 @@ OURS_AT_LEAST_ONCE = "`kafka-eos` -> `kafka-eos` at_least_once"
 OUR_SINK = "Spark `kafka` -> `kafka-eos` exactly_once"
 PLAIN_LOOP = "confluent-kafka consume -> transactional produce, one process"
 QUIX = "Quix Streams 3.28 exactly-once, one process"
+FLINK = "PyFlink 2.3 `KafkaSink` EXACTLY_ONCE, checkpoint every 2 s, parallelism 2"
 PYTHON_SINK_CEILING = "Spark `kafka` -> a Python sink that drops its rows"
 TENTH = f"{OURS_EXACTLY_ONCE}, a tenth of the records"
 
@@ -132,6 +136,7 @@ CONTENDERS: tuple[Contender, ...] = (
     SparkContender(PYTHON_SINK_CEILING, "kafka", "discard"),
     ProcessContender(PLAIN_LOOP, plain_loop),
     ProcessContender(QUIX, quix_run),
+    ProcessContender(FLINK, flink_run),
 )
 
 
@@ -232,7 +237,7 @@ def _run(contender: Contender, given: Input, checked: bool) -> Run:
         if contender.sink == "kafka-eos":
             commits = _commits(checkpoint)
     counted = None
-    if checked:
+    if checked and (isinstance(contender, ProcessContender) or contender.writes):
         counted = len(drain(given.bootstrap, output, "read_committed", timeout_s=300))
     return Run(
         contender.name, given.record_bytes, measured.rows, measured.seconds, measured.rss,

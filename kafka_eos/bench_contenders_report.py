@@ -51,7 +51,9 @@ def render(
         f"- {repeats} interleaved runs per contender and size; each row is the run with the "
         "median rows/s. rows/s: input rows over the summed `triggerExecution` of the "
         "micro-batches (JVM start excluded); the plain loop: its wall time; Quix Streams: from "
-        "its first record to its end (group join excluded). Python RSS: the largest PySpark "
+        "its first record to its end (group join excluded); PyFlink: its job's net runtime "
+        "(its tasks' start and the final checkpoint included, the JVM's start excluded). "
+        "Python RSS: the largest PySpark "
         "worker's peak; Quix Streams: its one process. Output: the read_committed count of "
         "each contender's last run",
     ]

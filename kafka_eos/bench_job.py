@@ -53,6 +53,11 @@ class SparkContender:
     sink: str
     guarantee: str = "exactly_once"  # the kafka-eos sink's
 
+    @property
+    def writes(self) -> bool:
+        """False for the sink that drops its rows: its output is not counted."""
+        return self.sink != "discard"
+
 
 def job_command(
     contender: SparkContender, given: Input, output: str, checkpoint: Path

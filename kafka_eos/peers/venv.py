@@ -18,7 +18,8 @@ def peer_python(name: str) -> Path:
     home = PROJECT_ROOT / ".cache" / "peers" / name
     quiet = subprocess.DEVNULL if (home / ".complete").exists() else None
     script = PROJECT_ROOT / "scripts" / "peers" / f"{name}.sh"
-    subprocess.run([str(script)], check=True, stdout=quiet)
+    if subprocess.run([str(script)], stdout=quiet).returncode != 0:
+        raise SystemExit(f"{script.relative_to(PROJECT_ROOT)} could not set up {name}: above")
     return home / "venv" / "bin" / "python"
 
 
