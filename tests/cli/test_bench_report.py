@@ -10,6 +10,7 @@ from kafka_eos.bench_contenders import (
     OURS_AT_LEAST_ONCE,
     OURS_EXACTLY_ONCE,
     PYTHON_SINK_CEILING,
+    QUIX,
     SPARK_BUILT_IN,
     TENTH,
     Results,
@@ -53,6 +54,7 @@ def test_contenders_are_compared_on_their_median_run_and_each_target_judged() ->
         *(_run(OURS_EXACTLY_ONCE, r, 200 * 2**20, (25, 30)) for r in (30_000, 25_000, 90_000)),
         *(_run(OURS_AT_LEAST_ONCE, r) for r in (31_000, 31_000, 31_000)),
         _run(OUR_SINK, 15_000),
+        _run(QUIX, 40_000),
         _run(PYTHON_SINK_CEILING, 25_000),
         _run(TENTH, 1_000, 100 * 2**20),
     ]
@@ -66,6 +68,7 @@ def test_contenders_are_compared_on_their_median_run_and_each_target_judged() ->
     assert "ours exactly_once >= 1.2x Spark's built-in pipeline: 1.50x, met" in report
     assert "exactly_once >= 0.95x our at_least_once: 0.97x, met" in report
     assert "plain confluent-kafka loop" not in report  # not run: not judged
+    assert "ours >= 1.0x Quix Streams exactly-once: 0.75x, **missed**" in report
     assert "drops its rows): 1.25x Spark's built-in; our sink runs at 0.60x that" in report
     assert "| `kafka-eos` -> `kafka-eos` exactly_once | 21.5 | 100,000 | 0 | 0 |" in report
     assert "driver commit p50 <= 20 ms: 25 ms, **missed**" in report
