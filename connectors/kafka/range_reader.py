@@ -182,6 +182,7 @@ class _RangeRead:
         position = self._range.start
         # Step 1
         self._consumer.assign([TopicPartition(self._range.topic, self._range.partition, position)])
+        topic, partition = self._range.topic, self._range.partition
         stalled = Deadline(self._options.poll_timeout_s)
         check_gone = Deadline(_GONE_CHECK_S)
         while position < end:
@@ -190,6 +191,12 @@ class _RangeRead:
             # they have arrived instead of waiting out its timeout.
             messages = self._consumer.consume(min(_CONSUME_MAX, end - position), timeout=_POLL_S)
             for message in messages:
+                source = message.topic()
+                if source is not None and (message.partition() != partition or source != topic):
+                    # Of another partition: the pooled consumer's earlier assignment (librdkafka
+                    # drops those; a record or end event of it must never count for this range).
+                    # Client-wide errors name no topic, and are handled below.
+                    continue
                 error = message.error()
                 if error is None:
                     if message.offset() >= end:

@@ -23,11 +23,20 @@ BASE = {"kafka.bootstrap.servers": "k:9092", "subscribe": "t"}
 
 
 class FakeMessage:
-    def __init__(self, offset: int, error: KafkaError | None = None) -> None:
+    def __init__(
+        self, offset: int, error: KafkaError | None = None, topic: str = "t", partition: int = 0
+    ) -> None:
         self._offset, self._error = offset, error
+        self._topic, self._partition = topic, partition
 
     def error(self) -> KafkaError | None:
         return self._error
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
 
     def offset(self) -> int:
         return self._offset
@@ -240,6 +249,16 @@ def test_an_end_of_partition_below_the_range_end_does_not_end_it() -> None:
     """Everything below the event was fetched, nothing beyond it: the range reads on."""
     answers = [[*records(0, 3), end_of_partition(5)], records(6, 10)]
     assert read(FakeConsumer(answers), 0, 10) == [0, 1, 2, 6, 7, 8, 9]
+
+
+def test_events_of_another_partition_never_count_for_the_range() -> None:
+    """A pooled consumer reads any partition, one range at a time. librdkafka drops what its
+    earlier assignment left; were a record or an end event of it to come through, it must not
+    end the range early nor be read as one of its records."""
+    stray_end = FakeMessage(1000, KafkaError(KafkaError._PARTITION_EOF), topic="other")
+    stray_record = FakeMessage(5, topic="t", partition=3)
+    answers = [[*records(0, 3), stray_end, stray_record], records(3, 9)]
+    assert read(FakeConsumer(answers), 0, 9) == list(range(9))
 
 
 def test_a_stall_without_an_end_of_partition_still_fails_after_the_poll_timeout(
