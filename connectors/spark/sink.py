@@ -367,8 +367,8 @@ def _checked(
     """Once per driver-side process, configuration and refresh period: Spark builds the
     writer for every batch, in more than one process. A broker restarting during a rolling
     upgrade must not fail a commit or an abort for a check that passed: when the brokers
-    cannot be read, the last pass stands. Only a pass is kept, so a process keeps one default
-    timeout for all its batches until the brokers' maximum changes."""
+    cannot be read, the last pass stands for another period. Only a pass is kept, so a process
+    keeps one default timeout for all its batches until the brokers' maximum changes."""
     key = (bootstrap, producer, timing)
     last = _passed.get(key)
     if last is not None and time.monotonic() - last[0] < _CHECK_REFRESH_S:
@@ -380,7 +380,12 @@ def _checked(
     except LiveClusterError:
         if last is None:
             raise
-        _log.warning("the brokers could not be read again; the last passed check stands")
+        _log.warning(
+            "the brokers could not be read again; the last passed check stands for another "
+            "%.0f s", _CHECK_REFRESH_S,
+        )  # fmt: skip
+        # Renewed: a broker down for long must not cost every batch the read's timeout.
+        _passed[key] = (time.monotonic(), last[1])
         return last[1]
     checked = checked_sink_config(config, broker_config, timing)
     if checked != config and (last is None or dict(last[1]) != checked):

@@ -58,10 +58,15 @@ def test_a_pass_stands_for_the_refresh_period_then_the_brokers_are_read_again(
 def test_brokers_that_cannot_be_read_again_leave_the_last_pass_standing(
     clock: mock.Mock,
 ) -> None:
-    brokers = Brokers(900_000, LiveClusterError("cluster k:9092: timed out"))
+    brokers = Brokers(900_000, LiveClusterError("cluster k:9092: timed out"), 800_000)
     assert chosen(brokers) == 900_000
     clock.return_value += spark_sink._CHECK_REFRESH_S + 1
     assert chosen(brokers) == 900_000 and brokers.reads == 2
+    # The failed read renewed the pass: the next batches do not each wait for the brokers.
+    clock.return_value += spark_sink._CHECK_REFRESH_S - 1
+    assert chosen(brokers) == 900_000 and brokers.reads == 2
+    clock.return_value += 2
+    assert chosen(brokers) == 800_000 and brokers.reads == 3
 
 
 def test_brokers_that_cannot_be_read_at_the_first_check_fail_it(clock: mock.Mock) -> None:
