@@ -1,5 +1,5 @@
 """PyFlink exactly-once as a contender: ``flink_job.py`` in Flink's own virtualenv, with Flink's
-Kafka SQL connector from Maven Central (``scripts/peers/flink.sh``)."""
+Kafka SQL connector from Maven Central (``scripts/peers/setup.sh flink``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """PyFlink as a contender of ``kafka-eos bench --suite contenders``: the same identity copy of
 key and value, into Flink's ``KafkaSink`` with ``DeliveryGuarantee.EXACTLY_ONCE``.
 
-It runs under its own virtualenv (``scripts/peers/flink.sh``): apache-flink pins apache-beam,
+It runs under its own virtualenv (``scripts/peers/setup.sh flink``): apache-flink pins apache-beam,
 pyarrow and more, apart from ours. So it imports nothing from kafka-eos.
 
 PyFlink's ``KafkaSource`` only hands the record's value to the stream (there is no key-and-value

@@ -1,7 +1,7 @@
 """Quix Streams as a contender of ``kafka-eos bench --suite contenders``: the same identity copy
 of key and value, with ``processing_guarantee="exactly-once"``, in one Python process.
 
-It runs under its own virtualenv (``scripts/peers/quix.sh``): Quix Streams 3.28 pins
+It runs under its own virtualenv (``scripts/peers/setup.sh quix``): Quix Streams 3.28 pins
 confluent-kafka below 2.13, and ours is newer. So it imports nothing from kafka-eos. It prints
 one JSON line: the rows copied and the seconds from the first record consumed to the end of the
 run (group join and start-up excluded, as the Spark contenders exclude the JVM's start).

@@ -1,6 +1,6 @@
-"""A contender that is not ours runs in its own virtualenv under ``.cache/peers/<name>``, set up
-by ``scripts/peers/<name>.sh`` on first use: its pins (Quix Streams' confluent-kafka, PyFlink's
-apache-beam and pyarrow) would otherwise fight the project's own."""
+"""A contender that is not ours runs in its own virtualenv under ``.cache/peers/<name>``, set
+up by ``scripts/peers/setup.sh <name>`` on first use: its pins (Quix Streams' confluent-kafka,
+PyFlink's apache-beam and pyarrow) would otherwise fight the project's own."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ def peer_python(name: str) -> Path:
     has set the peer up: the bench's own lines stay its only output)."""
     home = PROJECT_ROOT / ".cache" / "peers" / name
     quiet = subprocess.DEVNULL if (home / ".complete").exists() else None
-    script = PROJECT_ROOT / "scripts" / "peers" / f"{name}.sh"
-    if subprocess.run([str(script)], stdout=quiet).returncode != 0:
-        raise SystemExit(f"{script.relative_to(PROJECT_ROOT)} could not set up {name}: above")
+    script = PROJECT_ROOT / "scripts" / "peers" / "setup.sh"
+    if subprocess.run([str(script), name], stdout=quiet).returncode != 0:
+        raise SystemExit(f"scripts/peers/setup.sh could not set up {name}: above")
     return home / "venv" / "bin" / "python"
 
 
