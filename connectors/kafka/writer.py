@@ -137,6 +137,11 @@ class _BaseWriter:
 
     def _producer_config(self, extra: Mapping[str, Any]) -> dict[str, Any]:
         return {
+            # Connect to the brokers at once, unless the user says otherwise: with sparse
+            # connections, the first coordinator lookup of a task's producer (a transactional
+            # one, or an idempotent one's producer id) finds no broker connected and waits
+            # 50-500 ms to retry.
+            "enable.sparse.connections": False,
             **self._config,
             **extra,
             "on_delivery": self._delivery,
@@ -339,9 +344,6 @@ class ExactlyOnceWriter(_BaseWriter):
                 "transactional.id": self.transactional_id,
                 "statistics.interval.ms": _IDENTITY_INTERVAL_MS,
                 "stats_cb": self._identity,
-                # Connect to the brokers at once: with sparse connections, librdkafka's first
-                # coordinator lookup finds no broker connected and waits 50-500 ms to retry.
-                "enable.sparse.connections": self._config.get("enable.sparse.connections", False),
             }
         )
         # The id holds no open transaction (step 1), so this fences nothing that another

@@ -52,3 +52,18 @@ def test_an_empty_input_opens_no_producer() -> None:
     empty = pa.RecordBatch.from_pydict({"value": pa.array([], pa.string())})
     assert writer.write_and_flush([empty, empty]) == 0
     assert writer._producer is None
+
+
+@pytest.mark.parametrize("writer_class", [AtLeastOnceWriter, NoGuaranteeWriter])
+def test_a_tasks_producer_connects_at_once_unless_the_user_says_otherwise(
+    writer_class: type[AtLeastOnceWriter] | type[NoGuaranteeWriter],
+) -> None:
+    """With sparse connections an idempotent producer's first producer-id lookup finds no
+    broker connected and waits 50-500 ms: a wait per task (the exactly-once writer's
+    transactional producer had the same default already)."""
+    assert (
+        writer_class(UNREACHABLE, "out", 1.0)._producer_config({})["enable.sparse.connections"]
+        is False
+    )
+    own = writer_class({**UNREACHABLE, "enable.sparse.connections": True}, "out", 1.0)
+    assert own._producer_config({})["enable.sparse.connections"] is True
