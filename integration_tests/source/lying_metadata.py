@@ -62,10 +62,20 @@ def _tell(switch: str, what: str) -> None:
 
 
 class _Unknown:
-    """An error event, as ``consume`` returns one: "unknown topic or partition"."""
+    """An error event, as ``consume`` returns one: "unknown topic or partition", of the
+    partition being read (librdkafka names it, as it names any partition's error)."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self._topic, self._partition = topic, partition
 
     def error(self) -> KafkaError:
         return KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
 
 
 class LyingConsumer:
@@ -121,7 +131,8 @@ class LyingConsumer:
             f"put UNKNOWN_TOPIC_OR_PART between offsets {messages[middle - 1].offset()} and "
             f"{messages[middle].offset()} of {self._topic}",
         )
-        return [*messages[:middle], _Unknown(), *messages[middle:]]
+        unknown = _Unknown(messages[middle].topic(), messages[middle].partition())
+        return [*messages[:middle], unknown, *messages[middle:]]
 
     def _lie(self) -> bool:
         if self._lie_next:
