@@ -28,7 +28,7 @@ from checkpoint.store import SnapshotStore
 from connectors.kafka.drain import drain
 from connectors.kafka.sink_options import decision_location
 from kafka_eos.bench import run_measured
-from kafka_eos.bench_job import Input, Measured, SparkContender, job_command
+from kafka_eos.bench_job import PARTITIONS, Input, Measured, SparkContender, job_command
 from kafka_eos.bench_latency import Latency, measure_latency
 from kafka_eos.bench_recovery import Recovery, measure_recovery
 from kafka_eos.cluster import ProcessCluster
@@ -37,7 +37,6 @@ from kafka_eos.peers.flink import flink_run
 from kafka_eos.peers.quix import quix_run
 
 console = Console()
-PARTITIONS = 8
 SPARK_BUILT_IN = "Spark `kafka` -> Spark `kafka` (at-least-once)"
 OURS_EXACTLY_ONCE = "`kafka-eos` -> `kafka-eos` exactly_once"
 OURS_AT_LEAST_ONCE = "`kafka-eos` -> `kafka-eos` at_least_once"

@@ -22,6 +22,7 @@ from kafka_eos.bench_discard import DiscardDataSource
 from kafka_eos.spark_session import new_spark_session
 
 SOURCES = ("kafka", "kafka-eos")
+PARTITIONS = 8  # of every input and output topic of the contenders
 SINKS = (*SOURCES, "discard")
 
 

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Producer
 
 from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
 from kafka_eos.bench import percentile
-from kafka_eos.bench_job import Input, SparkContender, job_command
+from kafka_eos.bench_job import PARTITIONS, Input, SparkContender, job_command
 from kafka_eos.demo import create_topics
 
 INTERVAL_S = 0.01
@@ -44,7 +44,7 @@ def measure_latency(
 ) -> Latency:
     suffix = uuid.uuid4().hex[:8]
     topic, output = f"latency-in-{suffix}", f"latency-out-{suffix}"
-    create_topics(bootstrap, topic, output, partitions=8)
+    create_topics(bootstrap, topic, output, partitions=PARTITIONS)
     given = Input(bootstrap, topic, 0, 0, 100_000, workdir)
     command = [*job_command(contender, given, output, workdir / output), "--run-s", str(run_s)]
     job = subprocess.Popen(

@@ -181,8 +181,8 @@ class _RangeRead:
         end = self._range.end
         position = self._range.start
         # Step 1
-        self._consumer.assign([TopicPartition(self._range.topic, self._range.partition, position)])
         topic, partition = self._range.topic, self._range.partition
+        self._consumer.assign([TopicPartition(topic, partition, position)])
         stalled = Deadline(self._options.poll_timeout_s)
         check_gone = Deadline(_GONE_CHECK_S)
         while position < end:
