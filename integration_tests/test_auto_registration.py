@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.drain import drain
-from connectors.kafka.naming import derived_prefix
+from connectors.kafka.sink.naming import derived_prefix
 from connectors.kafka.transactions import TransactionAdmin
 from integration_tests.source.conftest import produce
 from kafka_eos.cluster import KafkaCluster
+from kafka_eos.operations.drain import drain
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.kafka.drain import drain
 from integration_tests.conftest import create_topic, write_transaction
 from integration_tests.kafka_fixtures import running_cluster
 from kafka_eos.cluster import SUPPORTED_KAFKA_VERSIONS
+from kafka_eos.operations.drain import drain
 
 pytestmark = pytest.mark.kafka
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.drain import drain
 from integration_tests.conftest import create_topic, write_transaction
 from integration_tests.kafka_containers import docker_engine_reachable, ensure_image
 from kafka_eos.cluster import DEFAULT_KAFKA_VERSION
 from kafka_eos.cluster.base import DOCKER_KAFKA_DIR, wait_until_ready
+from kafka_eos.operations.drain import drain
 
 pytestmark = pytest.mark.kafka
 

@@ -23,9 +23,9 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import DataFrame, SparkSession
 
-from connectors.kafka.drain import drain
 from integration_tests.conftest import create_topic
 from kafka_eos.cluster import KafkaCluster
+from kafka_eos.operations.drain import drain
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.drain import drain
 from kafka_eos.cluster import KafkaCluster
+from kafka_eos.operations.drain import drain
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 KAFKA_EOS = str(Path(sys.executable).parent / "kafka-eos")

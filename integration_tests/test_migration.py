@@ -18,12 +18,12 @@ import pytest
 from confluent_kafka import Producer
 
 from checkpoint.store import SnapshotStore
-from connectors.kafka.drain import drain
-from connectors.kafka.sink_options import decision_location
+from connectors.kafka.sink.options import decision_location
 from integration_tests.conftest import create_topic
 from integration_tests.sink.harness import BATCH_1, fill_numbers
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.cluster.base import PROJECT_ROOT
+from kafka_eos.operations.drain import drain
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 _JOB_TIMEOUT_S = 300

@@ -29,9 +29,9 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from connectors.kafka.verify import verify_topics
 from kafka_eos.cluster import ProcessCluster
 from kafka_eos.demo import DemoRun, create_topics, job_summary, produce_orders
+from kafka_eos.operations.verify import verify_topics
 
 console = Console()
 GUARANTEES = ("none", "at_least_once", "exactly_once")

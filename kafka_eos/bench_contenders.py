@@ -25,14 +25,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 
 from checkpoint.store import SnapshotStore
-from connectors.kafka.drain import drain
-from connectors.kafka.sink_options import decision_location
+from connectors.kafka.sink.options import decision_location
 from kafka_eos.bench import run_measured
 from kafka_eos.bench_job import PARTITIONS, Input, Measured, SparkContender, job_command
 from kafka_eos.bench_latency import Latency, measure_latency
 from kafka_eos.bench_recovery import Recovery, measure_recovery
 from kafka_eos.cluster import ProcessCluster
 from kafka_eos.demo import create_topics
+from kafka_eos.operations.drain import drain
 from kafka_eos.peers.flink import flink_run
 from kafka_eos.peers.quix import quix_run
 

@@ -18,10 +18,10 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 
-from connectors.kafka.drain import drain
 from kafka_eos.bench import run_measured
 from kafka_eos.bench_job import PARTITIONS, Input, SparkContender, job_command
 from kafka_eos.demo import create_topics
+from kafka_eos.operations.drain import drain
 
 KILL_INTO_BATCH_S = 1.0  # after batch 1's commit: batch 2's tasks are writing by then
 

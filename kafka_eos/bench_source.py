@@ -29,11 +29,11 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from rich.console import Console
 
 from connectors.kafka.client_pool import ConsumerPool
-from connectors.kafka.offset_reader import KafkaOffsetReader
-from connectors.kafka.range_reader import read_range
-from connectors.kafka.ranges import OffsetRange
-from connectors.kafka.source_client import open_consumer
-from connectors.kafka.source_options import SourceOptions, parse_options
+from connectors.kafka.source.client import open_consumer
+from connectors.kafka.source.offset_reader import KafkaOffsetReader
+from connectors.kafka.source.options import SourceOptions, parse_options
+from connectors.kafka.source.range_reader import read_range
+from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark.source import source_schema
 from kafka_eos.bench import report_header
 from kafka_eos.cluster import ProcessCluster

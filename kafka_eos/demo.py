@@ -31,9 +31,9 @@ from rich.table import Table
 
 from checkpoint.crashpoints import ENV as CRASH_ENV
 from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
-from connectors.kafka.drain import drain
-from connectors.kafka.verify import VerifyReport, excess, verify_topics
 from kafka_eos.cluster import ProcessCluster
+from kafka_eos.operations.drain import drain
+from kafka_eos.operations.verify import VerifyReport, excess, verify_topics
 
 console = Console()
 # After batch 1's decision is durable, before its first EndTxn: kill -9 the whole job.

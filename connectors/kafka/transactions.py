@@ -38,7 +38,7 @@ from connectors.kafka.end_txn import (
     EndTxnTarget,
     end_txn_version,
 )
-from connectors.kafka.naming import named_for_prefix
+from connectors.kafka.sink.naming import named_for_prefix
 
 # The transaction is no longer the one the caller named: ended, or fenced by a newer epoch.
 # Only a describe can tell "already committed" from "lost".
@@ -137,7 +137,7 @@ class TransactionAdmin:
     @property
     def kafka_admin(self) -> KafkaAdminClient:
         """The kafka-python admin on the same connections, for group-offset calls
-        (:mod:`connectors.kafka.owners`)."""
+        (:mod:`connectors.kafka.sink.owners`)."""
         return self._admin
 
     def close(self) -> None:
@@ -264,7 +264,7 @@ def open_transactions(
     """Transactions of every coordinator, sorted by id: Ongoing ones unless ``all_states``.
 
     With ``prefix``, only the ids a sink with that ``transactionalIdPrefix`` names, for any
-    query (:func:`~connectors.kafka.naming.named_for_prefix`), not those of a longer prefix
+    query (:func:`~connectors.kafka.sink.naming.named_for_prefix`), not those of a longer prefix
     such as ``<prefix>-x``.
     """
     ids = admin.list_transactional_ids(prefix or "", ongoing_only=not all_states)

@@ -4,7 +4,7 @@ Its producer runs with what the sink chooses where the options are silent, so th
 written for Spark's ``kafka`` sink runs unchanged:
 
 - a transactional id always: ``transactionalIdPrefix``, or a prefix derived from the
-  checkpoint location (``connectors.kafka.naming.derived_prefix``);
+  checkpoint location (``connectors.kafka.sink.naming.derived_prefix``);
 - without ``transaction.timeout.ms``, :func:`default_transaction_timeout_ms`, chosen from the
   brokers' ``transaction.max.timeout.ms`` (librdkafka's own 1 min would fail EOS002).
 

@@ -9,7 +9,7 @@ free-standing consumer. Its effective configuration differs from librdkafka's de
 - it forces ``FORCED`` and refuses a ``kafka.*`` option for those keys at startup.
 
 Linting the section as a plain consumer would flag defaults it never runs with and
-suggest fixes it rejects. Mirrors ``connectors/kafka/source_client.py`` (not imported:
+suggest fixes it rejects. Mirrors ``connectors/kafka/source/client.py`` (not imported:
 it pulls in confluent-kafka); ``tests/lint/test_lint_kafka_eos_source.py`` keeps the two
 in step.
 """

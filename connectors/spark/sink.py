@@ -8,7 +8,7 @@ the protocol lives in :class:`checkpoint.two_phase_commit.TwoPhaseCommit`. For b
    decided batches (R1: commit every decided, unconfirmed batch; it never aborts, so it is
    safe here), then startup checks (the same rules as ``kafka-eos lint``).
 2. Each write task (executor): the end of its input is its barrier. It produces into one
-   transaction on one of its task's transactional ids (:mod:`connectors.kafka.naming`: never
+   transaction on one of its task's transactional ids (:mod:`connectors.kafka.sink.naming`: never
    one that another attempt holds open) and pre-commits: flush, no commit. Its commit message
    carries the committable. A task of a batch that is already decided (a replay) writes
    nothing.
@@ -48,11 +48,11 @@ from checkpoint.errors import CheckpointCommitFailed, ConfigError
 from checkpoint.model import Committable
 from checkpoint.store import SnapshotStore, read_location
 from checkpoint.two_phase_commit import TwoPhaseCommit
-from connectors.kafka.committer import KafkaCommitter
-from connectors.kafka.errors import TransactionLostError
-from connectors.kafka.naming import TransactionalIdNaming, owner_of
-from connectors.kafka.sink_options import DeliveryGuarantee, SinkOptions
-from connectors.kafka.writer import AtLeastOnceWriter, ExactlyOnceWriter, NoGuaranteeWriter
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.errors import TransactionLostError
+from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
+from connectors.kafka.sink.options import DeliveryGuarantee, SinkOptions
+from connectors.kafka.sink.writer import AtLeastOnceWriter, ExactlyOnceWriter, NoGuaranteeWriter
 from connectors.lint import checked_sink_config
 from connectors.lint.inputs import Timing
 from connectors.lint.live import LiveClusterError, read_cluster

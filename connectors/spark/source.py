@@ -51,7 +51,7 @@ from pyspark.sql.types import (
 )
 
 from checkpoint.errors import DeadlineExceeded
-from connectors.kafka.admission import (
+from connectors.kafka.source.admission import (
     TriggerDelay,
     available_now_end,
     backlog,
@@ -59,9 +59,10 @@ from connectors.kafka.admission import (
     rate_limit,
     with_new_partitions,
 )
-from connectors.kafka.lag import PinnedLso, pinned_warning
-from connectors.kafka.offset_reader import KafkaOffsetReader, not_exactly_named
-from connectors.kafka.offsets import (
+from connectors.kafka.source.errors import KafkaSourceError, SourceOptionError, report_data_loss
+from connectors.kafka.source.lag import PinnedLso, pinned_warning
+from connectors.kafka.source.offset_reader import KafkaOffsetReader, not_exactly_named
+from connectors.kafka.source.offsets import (
     EARLIEST,
     LATEST,
     PartitionKey,
@@ -70,10 +71,9 @@ from connectors.kafka.offsets import (
     from_json_dict,
     to_json_dict,
 )
-from connectors.kafka.range_reader import read_range
-from connectors.kafka.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
-from connectors.kafka.source_errors import KafkaSourceError, SourceOptionError, report_data_loss
-from connectors.kafka.source_options import SourceOptions, parse_options
+from connectors.kafka.source.options import SourceOptions, parse_options
+from connectors.kafka.source.range_reader import read_range
+from connectors.kafka.source.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
 from connectors.spark.worker_heap import freeze_imported_heap
 
 _log = logging.getLogger(__name__)

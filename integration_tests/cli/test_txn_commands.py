@@ -25,17 +25,17 @@ from kafka.admin import KafkaAdminClient
 
 from checkpoint.model import Committable, Snapshot
 from checkpoint.store import SnapshotStore
-from connectors.kafka.committer import KafkaCommitter
-from connectors.kafka.drain import drain
-from connectors.kafka.errors import TransactionLostError
-from connectors.kafka.naming import TransactionalIdNaming, derived_prefix, owner_of
-from connectors.kafka.owners import OwnerRegistry
-from connectors.kafka.sink_options import decision_location
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.errors import TransactionLostError
+from connectors.kafka.sink.naming import TransactionalIdNaming, derived_prefix, owner_of
+from connectors.kafka.sink.options import decision_location
+from connectors.kafka.sink.owners import OwnerRegistry
+from connectors.kafka.sink.writer import ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin, TxnState
-from connectors.kafka.writer import ExactlyOnceWriter
 from integration_tests.sink.transactions import describe, values, wait_until_committed
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.commands.txn import command
+from kafka_eos.operations.drain import drain
 
 pytestmark = pytest.mark.kafka
 

@@ -20,11 +20,11 @@ from confluent_kafka import Producer
 from checkpoint.crashpoints import ENV as CRASH_ENV
 from checkpoint.crashpoints import HITS_DIR_ENV, parse_spec, struck_marker
 from checkpoint.store import SnapshotStore
-from connectors.kafka.committer import KafkaCommitter
-from connectors.kafka.drain import drain
-from connectors.kafka.naming import derived_prefix
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.naming import derived_prefix
 from connectors.kafka.transactions import TransactionAdmin, TxnDescription
 from integration_tests.conftest import create_topic
+from kafka_eos.operations.drain import drain
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILLED = -9

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.naming import derived_prefix
+from connectors.kafka.sink.naming import derived_prefix
 from integration_tests.sink.harness import (
     ALL,
     BATCH_0,

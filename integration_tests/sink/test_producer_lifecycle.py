@@ -28,12 +28,12 @@ import pytest
 from confluent_kafka import Producer
 
 from checkpoint.model import Committable
-from connectors.kafka.committer import KafkaCommitter
-from connectors.kafka.errors import TransactionLostError
-from connectors.kafka.naming import TransactionalIdNaming
-from connectors.kafka.sink_options import SinkOptions
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.errors import TransactionLostError
+from connectors.kafka.sink.naming import TransactionalIdNaming
+from connectors.kafka.sink.options import SinkOptions
+from connectors.kafka.sink.writer import ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin, TxnState
-from connectors.kafka.writer import ExactlyOnceWriter
 from integration_tests.conftest import create_topic
 from integration_tests.sink.transactions import describe, values, wait_until_committed
 from kafka_eos.cluster import KafkaCluster
@@ -51,7 +51,7 @@ OWNER = "0123abcd"
 CHILD_TASK = """
 import json, os, signal, sys
 import pyarrow as pa
-from connectors.kafka.writer import ExactlyOnceWriter
+from connectors.kafka.sink.writer import ExactlyOnceWriter
 
 config, topic, tid, ending, keep = json.loads(sys.argv[1]), *sys.argv[2:6]
 

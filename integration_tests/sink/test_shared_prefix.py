@@ -18,12 +18,12 @@ import pytest
 
 from checkpoint.store import SnapshotStore
 from checkpoint.two_phase_commit import TwoPhaseCommit
-from connectors.kafka.committer import KafkaCommitter
-from connectors.kafka.errors import PrefixConflictError
-from connectors.kafka.naming import TransactionalIdNaming, owner_of
-from connectors.kafka.owners import registry_group
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.errors import PrefixConflictError
+from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
+from connectors.kafka.sink.owners import registry_group
+from connectors.kafka.sink.writer import ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin, TxnState
-from connectors.kafka.writer import ExactlyOnceWriter
 from integration_tests.conftest import create_topic
 from integration_tests.sink.transactions import describe, values
 from kafka_eos.cluster import KafkaCluster

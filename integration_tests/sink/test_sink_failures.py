@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.lifetime import commit_margin_ms, remaining_ms
+from connectors.kafka.sink.lifetime import commit_margin_ms, remaining_ms
 from connectors.kafka.transactions import TxnState
 from integration_tests.conftest import KafkaFactory, create_topic
 from integration_tests.sink.conftest import default_version_only

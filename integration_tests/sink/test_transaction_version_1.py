@@ -34,7 +34,6 @@ from kafka.net.compat import KafkaNetClient
 
 from checkpoint.deadline import Deadline
 from checkpoint.model import Committable
-from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.coordinators import (
     api_versions_request,
     max_versions,
@@ -42,15 +41,16 @@ from connectors.kafka.coordinators import (
     transaction_version,
     usable_versions,
 )
-from connectors.kafka.errors import TransactionLostError
-from connectors.kafka.naming import TransactionalIdNaming
-from connectors.kafka.resolve import Standing, standing
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.errors import TransactionLostError
+from connectors.kafka.sink.naming import TransactionalIdNaming
+from connectors.kafka.sink.writer import ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin, TxnState
-from connectors.kafka.writer import ExactlyOnceWriter
 from integration_tests.conftest import create_topic
 from integration_tests.kafka_fixtures import cluster_spec, running_cluster, selected_mode
 from integration_tests.sink.transactions import describe, values, wait_until_committed
 from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, KafkaCluster
+from kafka_eos.operations.resolve import Standing, standing
 
 pytestmark = pytest.mark.kafka
 

@@ -19,14 +19,14 @@ import pytest
 from confluent_kafka import Producer
 
 from checkpoint.errors import ConfigError
-from connectors.kafka.committer import KafkaCommitter
-from connectors.kafka.drain import drain
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.writer import DeliveryFailed, ExactlyOnceWriter, TransactionTooLong
 from connectors.kafka.transactions import TransactionAdmin, TxnState
-from connectors.kafka.writer import DeliveryFailed, ExactlyOnceWriter, TransactionTooLong
 from integration_tests.conftest import create_topic
 from integration_tests.sink.conftest import default_version_only
 from integration_tests.sink.transactions import describe, values
 from kafka_eos.cluster import KafkaCluster
+from kafka_eos.operations.drain import drain
 
 pytestmark = pytest.mark.kafka
 

@@ -21,11 +21,11 @@ import pytest
 from confluent_kafka import Producer
 
 from checkpoint.model import Committable
-from connectors.kafka.committer import KafkaCommitter
-from connectors.kafka.errors import TransactionLostError
-from connectors.kafka.naming import TransactionalIdNaming
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.errors import TransactionLostError
+from connectors.kafka.sink.naming import TransactionalIdNaming
+from connectors.kafka.sink.writer import DeliveryFailed, ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin, TxnState
-from connectors.kafka.writer import DeliveryFailed, ExactlyOnceWriter
 from integration_tests.conftest import create_topic
 from integration_tests.sink.transactions import describe, values, wait_until_committed
 from kafka_eos.cluster import KafkaCluster

@@ -6,8 +6,8 @@ import time
 from collections import Counter
 
 from checkpoint.model import Committable
-from connectors.kafka.drain import drain
 from connectors.kafka.transactions import TransactionAdmin, TxnDescription, TxnState
+from kafka_eos.operations.drain import drain
 
 
 def values(bootstrap: str, topic: str, isolation: str) -> Counter[str]:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 import pytest
 from confluent_kafka import Producer
 
-from connectors.kafka.offset_reader import KafkaOffsetReader
-from connectors.kafka.source_options import parse_options
+from connectors.kafka.source.offset_reader import KafkaOffsetReader
+from connectors.kafka.source.options import parse_options
 from connectors.spark import register
 
 if TYPE_CHECKING:

@@ -30,8 +30,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import TopicMetadata
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from connectors.kafka import range_reader
-from connectors.kafka.offset_reader import KafkaOffsetReader
+from connectors.kafka.source import range_reader
+from connectors.kafka.source.offset_reader import KafkaOffsetReader
 from connectors.spark.source import KafkaStreamReader, source_schema
 
 if TYPE_CHECKING:

@@ -27,7 +27,6 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from pyspark.sql import SparkSession
 
-from connectors.kafka.drain import drain
 from integration_tests.conftest import create_topic
 from integration_tests.kafka_fixtures import running_cluster, selected_mode
 from integration_tests.source.conftest import (
@@ -41,6 +40,7 @@ from integration_tests.source.conftest import (
     transaction,
 )
 from kafka_eos.cluster import SUPPORTED_KAFKA_VERSIONS, KafkaCluster
+from kafka_eos.operations.drain import drain
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

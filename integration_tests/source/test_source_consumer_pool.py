@@ -22,12 +22,12 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from connectors.kafka import range_reader
 from connectors.kafka.client_pool import ConsumerPool
-from connectors.kafka.range_reader import read_range
-from connectors.kafka.ranges import OffsetRange
-from connectors.kafka.source_errors import DataLossError
-from connectors.kafka.source_options import parse_options
+from connectors.kafka.source import range_reader
+from connectors.kafka.source.errors import DataLossError
+from connectors.kafka.source.options import parse_options
+from connectors.kafka.source.range_reader import read_range
+from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark.source import source_schema
 from integration_tests.source.conftest import produce, transaction
 from kafka_eos.cluster import KafkaCluster

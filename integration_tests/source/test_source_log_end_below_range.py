@@ -26,11 +26,11 @@ from confluent_kafka.error import KafkaException
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from connectors.kafka import range_reader
-from connectors.kafka.range_reader import read_range
-from connectors.kafka.ranges import OffsetRange
-from connectors.kafka.source_errors import DataLossError
-from connectors.kafka.source_options import parse_options
+from connectors.kafka.source import range_reader
+from connectors.kafka.source.errors import DataLossError
+from connectors.kafka.source.options import parse_options
+from connectors.kafka.source.range_reader import read_range
+from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark.source import source_schema
 from integration_tests.source.conftest import (
     Batches,
@@ -49,7 +49,7 @@ pytestmark = [pytest.mark.kafka]
 # found by the stall check, within seconds.
 _POLL_TIMEOUT_MS = 600_000
 _PROMPT_S = 60
-_LOSS_LOGGER = "connectors.kafka.source_errors"
+_LOSS_LOGGER = "connectors.kafka.source.errors"
 
 
 def _recreate(bootstrap: str, topic: str, records: int) -> None:

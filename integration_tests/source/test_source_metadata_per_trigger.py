@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from connectors.kafka.offset_reader import KafkaOffsetReader
-from connectors.kafka.source_options import parse_options
+from connectors.kafka.source.offset_reader import KafkaOffsetReader
+from connectors.kafka.source.options import parse_options
 from integration_tests.source.conftest import produce
 from kafka_eos.cluster import KafkaCluster
 

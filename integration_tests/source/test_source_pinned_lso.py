@@ -26,7 +26,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from connectors.kafka import lag
+from connectors.kafka.source import lag
 from connectors.spark.source import KafkaStreamReader, source_schema
 from integration_tests.conftest import KafkaFactory, create_topic
 from integration_tests.source.conftest import options_for, produce

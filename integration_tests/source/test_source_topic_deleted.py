@@ -24,12 +24,13 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from connectors.kafka import range_reader, source_client
-from connectors.kafka.range_reader import read_range
-from connectors.kafka.ranges import OffsetRange
-from connectors.kafka.source_client import confirmed_absent, open_consumer
-from connectors.kafka.source_errors import DataLossError
-from connectors.kafka.source_options import parse_options
+from connectors.kafka.source import client as source_client
+from connectors.kafka.source import range_reader
+from connectors.kafka.source.client import confirmed_absent, open_consumer
+from connectors.kafka.source.errors import DataLossError
+from connectors.kafka.source.options import parse_options
+from connectors.kafka.source.range_reader import read_range
+from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark.source import KafkaStreamReader, source_schema
 from integration_tests.conftest import create_topic
 from integration_tests.source.conftest import produce

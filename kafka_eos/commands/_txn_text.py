@@ -1,5 +1,5 @@
 """Text output of ``kafka-eos txn``: tables and messages built from the JSON-ready reports of
-:mod:`connectors.kafka.lingering` and :mod:`connectors.kafka.resolve`."""
+:mod:`kafka_eos.operations.lingering` and :mod:`kafka_eos.operations.resolve`."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from collections import defaultdict
 import click
 from rich.table import Table
 
-from connectors.kafka.lingering import (
+from connectors.lint.inputs import format_duration
+from kafka_eos.commands._cluster import console
+from kafka_eos.operations.lingering import (
     AbortReportDict,
     PartitionDict,
     QueryDict,
     Result,
     TxnDict,
 )
-from connectors.kafka.resolve import ResolveReportDict, Standing
-from connectors.lint.inputs import format_duration
-from kafka_eos.commands._cluster import console
+from kafka_eos.operations.resolve import ResolveReportDict, Standing
 
 RESULT_TEXT = {
     Result.ABORTED: "aborted",

@@ -1,6 +1,6 @@
 """``kafka-eos txn``: list and abort lingering Kafka transactions, resolve stuck batches.
 
-Only composes :mod:`connectors.kafka.lingering` and :mod:`connectors.kafka.resolve`: parse
+Only composes :mod:`kafka_eos.operations.lingering` and :mod:`kafka_eos.operations.resolve`: parse
 the options, call, print. Exit codes: 0 done, 1 a transaction was refused (decided), its abort
 failed, or a batch lost transactions, 2 usage or cluster errors.
 """
@@ -18,8 +18,20 @@ from contextlib import closing, contextmanager
 import click
 
 from checkpoint.errors import KafkaEosError
-from connectors.kafka.committer import KafkaCommitter
-from connectors.kafka.lingering import (
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.owners import locate_queries
+from connectors.kafka.transactions import open_transactions
+from kafka_eos.commands._cluster import client_options, cluster_options, console, failure
+from kafka_eos.commands._txn_text import (
+    print_outcome,
+    print_plan,
+    print_resolve,
+    print_way_forward,
+    query_text,
+    txn_cells,
+    txn_table,
+)
+from kafka_eos.operations.lingering import (
     AbortOutcome,
     Result,
     TxnListDict,
@@ -31,8 +43,7 @@ from connectors.kafka.lingering import (
     plan_abort,
     reaching,
 )
-from connectors.kafka.owners import locate_queries
-from connectors.kafka.resolve import (
+from kafka_eos.operations.resolve import (
     ResolveReportDict,
     Standing,
     accept_loss,
@@ -41,17 +52,6 @@ from connectors.kafka.resolve import (
     resolve_report,
     select,
     stuck_batches,
-)
-from connectors.kafka.transactions import open_transactions
-from kafka_eos.commands._cluster import client_options, cluster_options, console, failure
-from kafka_eos.commands._txn_text import (
-    print_outcome,
-    print_plan,
-    print_resolve,
-    print_way_forward,
-    query_text,
-    txn_cells,
-    txn_table,
 )
 
 _UNDECIDABLE_WARNING = (

@@ -1,7 +1,7 @@
 """``kafka-eos verify``: does the output hold each input record's result exactly once?
 
-Only composes :mod:`connectors.kafka.verify` (and, with ``--prefix``,
-:mod:`connectors.kafka.lingering`). Exit codes: 0 exactly once holds (and with ``--prefix``
+Only composes :mod:`kafka_eos.operations.verify` (and, with ``--prefix``,
+:mod:`kafka_eos.operations.lingering`). Exit codes: 0 exactly once holds (and with ``--prefix``
 no transaction of the pipeline is open), 1 violation or output not final, 2 usage or
 connection errors.
 """
@@ -13,10 +13,10 @@ import json
 import click
 
 from checkpoint.errors import KafkaEosError
-from connectors.kafka.lingering import reaching
 from connectors.kafka.transactions import TransactionAdmin, open_transactions
-from connectors.kafka.verify import VerifyReportDict, verify_topics
 from kafka_eos.commands._cluster import client_options, cluster_options, failure
+from kafka_eos.operations.lingering import reaching
+from kafka_eos.operations.verify import VerifyReportDict, verify_topics
 
 
 @click.command("verify")

@@ -10,7 +10,8 @@ from cli_fakes import NOW_MS, FakeAdmin, FakeCommitter, ongoing
 
 from checkpoint.errors import DeadlineExceeded
 from checkpoint.model import Committable
-from connectors.kafka.lingering import (
+from connectors.kafka.transactions import TxnState, open_transactions
+from kafka_eos.operations.lingering import (
     AbortOutcome,
     LingeringTransactionError,
     Result,
@@ -21,7 +22,6 @@ from connectors.kafka.lingering import (
     plan_abort,
     txn_dict,
 )
-from connectors.kafka.transactions import TxnState, open_transactions
 
 
 def test_plan_aborts_ongoing_transactions_when_decisions_are_unknown() -> None:

@@ -15,10 +15,10 @@ from click.testing import Result
 
 from checkpoint.model import Committable, Snapshot
 from checkpoint.store import SnapshotStore
-from connectors.kafka.errors import TransactionLostError
-from connectors.kafka.resolve import Standing, standing
+from connectors.kafka.sink.errors import TransactionLostError
 from connectors.kafka.transactions import TxnState
 from kafka_eos.commands import txn
+from kafka_eos.operations.resolve import Standing, standing
 
 BOOTSTRAP = ("--bootstrap-servers", "broker:9092")
 COMMITTED = Committable("orders-0", 7, 3, 100, (("out", 0),))
@@ -134,7 +134,7 @@ def test_nothing_stuck(run, cluster, checkpoint_location) -> None:
 def test_accept_loss_commits_the_committable_then_confirms_the_lost_one(
     run, cluster, stuck, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="connectors.kafka.resolve"):
+    with caplog.at_level(logging.WARNING, logger="kafka_eos.operations.resolve"):
         result = run("--checkpoint-location", stuck, *ACCEPT, "--yes")
     assert result.exit_code == 0, result.output
     assert cluster.committed == [COMMITTABLE]

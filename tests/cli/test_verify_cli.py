@@ -10,8 +10,8 @@ import pytest
 from cli_fakes import FakeAdmin, ongoing
 from click.testing import Result
 
-from connectors.kafka.verify import VerifyInputError, VerifyReport, compare
 from kafka_eos.commands import verify
+from kafka_eos.operations.verify import VerifyInputError, VerifyReport, compare
 
 TOPICS = ("--bootstrap-servers", "broker:9092", "--input", "in", "--output", "out")
 

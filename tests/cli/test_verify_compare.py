@@ -7,9 +7,9 @@ import json
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from connectors.kafka import verify
-from connectors.kafka.drain import DrainedRecord
-from connectors.kafka.verify import EXAMPLES, KeyMismatch, VerifyInputError, compare, format_key
+from kafka_eos.operations import verify
+from kafka_eos.operations.drain import DrainedRecord
+from kafka_eos.operations.verify import EXAMPLES, KeyMismatch, VerifyInputError, compare, format_key
 
 
 def keys(*names: str) -> list[bytes]:

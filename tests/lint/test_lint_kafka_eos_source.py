@@ -2,9 +2,9 @@
 
 import pytest
 
-from connectors.kafka.source_client import consumer_config, librdkafka_config
-from connectors.kafka.source_errors import SourceOptionError
-from connectors.kafka.source_options import SourceOptions, parse_options
+from connectors.kafka.source.client import consumer_config, librdkafka_config
+from connectors.kafka.source.errors import SourceOptionError
+from connectors.kafka.source.options import SourceOptions, parse_options
 from connectors.lint import LintInput, kafka_eos_source
 from connectors.lint.context import LintContext
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint.errors import ConfigError
-from connectors.kafka.sink_options import SinkOptions
+from connectors.kafka.sink.options import SinkOptions
 from connectors.spark.sink import spark_plan_of, spark_query_id
 
 

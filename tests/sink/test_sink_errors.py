@@ -6,8 +6,12 @@ from __future__ import annotations
 import pickle
 
 from checkpoint.errors import KafkaEosError
-from connectors.kafka.errors import PreCommitLostError, PrefixConflictError, TransactionLostError
-from connectors.kafka.owners import Registration
+from connectors.kafka.sink.errors import (
+    PreCommitLostError,
+    PrefixConflictError,
+    TransactionLostError,
+)
+from connectors.kafka.sink.owners import Registration
 
 FIX = "kafka.transaction.timeout.ms"
 

@@ -26,7 +26,7 @@ from pyspark.sql.types import (
 
 from checkpoint.errors import ConfigError
 from checkpoint.model import Committable
-from connectors.kafka.records import records_of
+from connectors.kafka.sink.records import records_of
 from connectors.spark.sink import (
     COMMIT_MESSAGE_VERSION,
     KafkaCommitMessage,

@@ -11,7 +11,7 @@ import pickle
 
 import pytest
 
-from connectors.kafka.naming import (
+from connectors.kafka.sink.naming import (
     NO_OWNER,
     SLOTS_PER_TASK,
     OwnedId,

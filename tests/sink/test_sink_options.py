@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from checkpoint.errors import ConfigError, KafkaEosError
-from connectors.kafka.naming import derived_prefix
-from connectors.kafka.sink_options import DeliveryGuarantee, SinkOptions, decision_location
+from connectors.kafka.sink.naming import derived_prefix
+from connectors.kafka.sink.options import DeliveryGuarantee, SinkOptions, decision_location
 from connectors.lint.inputs import Timing
 
 EXACTLY_ONCE = {

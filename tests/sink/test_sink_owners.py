@@ -1,4 +1,4 @@
-"""The owner registry (connectors/kafka/owners.py): best effort, never in the way.
+"""The owner registry (connectors/kafka/sink/owners.py): best effort, never in the way.
 
 The group calls go to the model's group offsets (``kafka_model.ModelGroups``); the registry
 on a real broker is tested in ``integration_tests/sink/test_shared_prefix.py``."""
@@ -14,7 +14,13 @@ import pytest
 from kafka.structs import OffsetAndMetadata, TopicPartition
 from kafka_model import ModelGroups
 
-from connectors.kafka.owners import REFRESH_S, OwnerRegistry, Registration, Unknown, registry_group
+from connectors.kafka.sink.owners import (
+    REFRESH_S,
+    OwnerRegistry,
+    Registration,
+    Unknown,
+    registry_group,
+)
 
 OWNER, OTHER = "0a1b2c3d", "4e5f6a7b"
 
@@ -74,7 +80,7 @@ def test_a_failing_registry_never_raises_and_says_what_to_grant(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     prefix = f"p{uuid.uuid4().hex[:6]}"
-    with caplog.at_level(logging.WARNING, logger="connectors.kafka.owners"):
+    with caplog.at_level(logging.WARNING, logger="connectors.kafka.sink.owners"):
         registry(BrokenGroups(), Clock(), prefix).register(OWNER, "/cp", [("out", 0)])
     assert "GroupAuthorizationFailedError" in caplog.text
     assert f"a prefixed GROUP ACL on {prefix!r}" in caplog.text
@@ -96,7 +102,7 @@ def test_the_same_owner_at_another_location_is_warned_about(
     """A copied checkpoint: two queries with one owner would share transactional ids."""
     groups, clock, prefix = ModelGroups({}), Clock(), f"p{uuid.uuid4().hex[:6]}"
     registry(groups, clock, prefix).register(OWNER, "hdfs://nn/cp/a", [("out", 0)])
-    with caplog.at_level(logging.WARNING, logger="connectors.kafka.owners"):
+    with caplog.at_level(logging.WARNING, logger="connectors.kafka.sink.owners"):
         registry(groups, clock, prefix).register(OWNER, "hdfs://nn/cp/b", [("out", 0)])
     assert "'hdfs://nn/cp/a'" in caplog.text and "'hdfs://nn/cp/b'" in caplog.text
     assert "stop one" in caplog.text
@@ -108,6 +114,6 @@ def test_the_same_location_spelled_another_way_is_not_warned_about(
     """A restart on ``file://<path>/`` after ``<path>`` is the same checkpoint: no copy."""
     groups, clock, prefix = ModelGroups({}), Clock(), f"p{uuid.uuid4().hex[:6]}"
     registry(groups, clock, prefix).register(OWNER, "/cp/a", [("out", 0)])
-    with caplog.at_level(logging.WARNING, logger="connectors.kafka.owners"):
+    with caplog.at_level(logging.WARNING, logger="connectors.kafka.sink.owners"):
         registry(groups, clock, prefix).register(OWNER, "file:///cp/a/", [("out", 0)])
     assert "stop one" not in caplog.text

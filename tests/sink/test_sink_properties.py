@@ -60,12 +60,12 @@ from checkpoint.model import Snapshot
 from checkpoint.store import SnapshotStore
 from checkpoint.testing import ManualClock
 from checkpoint.two_phase_commit import TwoPhaseCommit
-from connectors.kafka.committer import KafkaCommitter
-from connectors.kafka.errors import PreCommitLostError, TransactionLostError
-from connectors.kafka.naming import TransactionalIdNaming
-from connectors.kafka.sink_options import SinkOptions, decision_location
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.errors import PreCommitLostError, TransactionLostError
+from connectors.kafka.sink.naming import TransactionalIdNaming
+from connectors.kafka.sink.options import SinkOptions, decision_location
+from connectors.kafka.sink.writer import ExactlyOnceWriter
 from connectors.kafka.transactions import TxnDescription, TxnState
-from connectors.kafka.writer import ExactlyOnceWriter
 from connectors.spark import sink as spark_sink
 
 TASKS = 3
@@ -141,7 +141,7 @@ class SparkOnModelKafka(RuleBasedStateMachine):
                 ExactlyOnceWriter, "_new_producer", lambda w, e: machine.new_producer(w, e)
             ),
             mock.patch.object(ExactlyOnceWriter, "_admin_client", lambda w: machine.executor_admin),
-            mock.patch("connectors.kafka.writer.time", SimpleNamespace(monotonic=self.clock)),
+            mock.patch("connectors.kafka.sink.writer.time", SimpleNamespace(monotonic=self.clock)),
         ]
         for patch in patches:
             self._patches.enter_context(patch)

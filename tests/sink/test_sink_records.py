@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from checkpoint.errors import ConfigError
-from connectors.kafka.records import (
+from connectors.kafka.sink.records import (
     ANY_PARTITION,
     KafkaRecord,
     ProduceBatch,

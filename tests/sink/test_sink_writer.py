@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from checkpoint.errors import ConfigError
-from connectors.kafka.writer import AtLeastOnceWriter, NoGuaranteeWriter
+from connectors.kafka.sink.writer import AtLeastOnceWriter, NoGuaranteeWriter
 
 # Nothing listens on port 9: the producer never reaches a broker, and does not need to.
 UNREACHABLE = {"bootstrap.servers": "127.0.0.1:9", "log_level": 0}

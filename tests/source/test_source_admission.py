@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checkpoint.testing import ManualClock
-from connectors.kafka.admission import (
+from connectors.kafka.source.admission import (
     TriggerDelay,
     available_now_end,
     backlog,

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from kafka_metadata import FakeCluster
 
-from connectors.kafka import source_client
-from connectors.kafka.offset_reader import KafkaOffsetReader
-from connectors.kafka.ranges import OffsetRange
-from connectors.kafka.source_errors import SourceOptionError
+from connectors.kafka.source import client as source_client
+from connectors.kafka.source.errors import SourceOptionError
+from connectors.kafka.source.offset_reader import KafkaOffsetReader
+from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark import source
 from connectors.spark.source import KafkaBatchReader, source_schema
 

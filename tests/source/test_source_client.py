@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError
 
-from connectors.kafka.source_client import consumer_config, is_transient, open_consumer
-from connectors.kafka.source_errors import SourceOptionError
-from connectors.kafka.source_options import parse_options
+from connectors.kafka.source.client import consumer_config, is_transient, open_consumer
+from connectors.kafka.source.errors import SourceOptionError
+from connectors.kafka.source.options import parse_options
 
 BASE = {"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"}
 

@@ -12,9 +12,9 @@ from confluent_kafka import KafkaError, KafkaException
 from kafka_metadata import UNKNOWN, FakeMetadata, FakeTopic
 
 from checkpoint.testing import ManualClock
-from connectors.kafka import source_client
-from connectors.kafka.offsets import PartitionKey
-from connectors.kafka.source_client import confirmed_absent
+from connectors.kafka.source import client as source_client
+from connectors.kafka.source.client import confirmed_absent
+from connectors.kafka.source.offsets import PartitionKey
 
 Topics = dict[str, FakeTopic]
 

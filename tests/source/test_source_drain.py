@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
-from connectors.kafka import drain as drain_module
-from connectors.kafka.drain import drain
+from kafka_eos.operations import drain as drain_module
+from kafka_eos.operations.drain import drain
 
 
 def record(partition: int, offset: int) -> SimpleNamespace:

@@ -9,8 +9,8 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from test_source_stream_reader import reader
 
-from connectors.kafka.lag import PinnedLso, pinned_warning
-from connectors.kafka.source_errors import KafkaSourceError
+from connectors.kafka.source.errors import KafkaSourceError
+from connectors.kafka.source.lag import PinnedLso, pinned_warning
 
 T0 = ("t", 0)
 

@@ -9,11 +9,11 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 from kafka_metadata import DescribesTopics, FakeMetadata, FakeTopic
 
-from connectors.kafka import source_client
-from connectors.kafka.offset_reader import KafkaOffsetReader
-from connectors.kafka.offsets import PartitionKey
-from connectors.kafka.source_errors import KafkaSourceError
-from connectors.kafka.source_options import parse_options
+from connectors.kafka.source import client as source_client
+from connectors.kafka.source.errors import KafkaSourceError
+from connectors.kafka.source.offset_reader import KafkaOffsetReader
+from connectors.kafka.source.offsets import PartitionKey
+from connectors.kafka.source.options import parse_options
 
 
 class FakeConsumer(DescribesTopics):

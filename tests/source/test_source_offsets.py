@@ -7,8 +7,8 @@ import json
 import pytest
 
 from checkpoint.errors import FormatError, UnsupportedFormatVersion
-from connectors.kafka.offsets import from_json_dict, parse_assign, to_json_dict
-from connectors.kafka.source_errors import SourceOptionError
+from connectors.kafka.source.errors import SourceOptionError
+from connectors.kafka.source.offsets import from_json_dict, parse_assign, to_json_dict
 
 
 def test_round_trip_through_spark_json_text() -> None:

@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from checkpoint.errors import ConfigError
-from connectors.kafka.source_errors import SourceOptionError
-from connectors.kafka.source_options import Subscription, parse_options
+from connectors.kafka.source.errors import SourceOptionError
+from connectors.kafka.source.options import Subscription, parse_options
 
 BASE = {"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"}
 

@@ -11,12 +11,13 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from kafka_metadata import FakeMetadata, FakeTopic
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from connectors.kafka import range_reader, source_client
 from connectors.kafka.client_pool import ConsumerPool
-from connectors.kafka.range_reader import _RangeRead
-from connectors.kafka.ranges import OffsetRange
-from connectors.kafka.source_errors import DataLossError, KafkaSourceError
-from connectors.kafka.source_options import parse_options
+from connectors.kafka.source import client as source_client
+from connectors.kafka.source import range_reader
+from connectors.kafka.source.errors import DataLossError, KafkaSourceError
+from connectors.kafka.source.options import parse_options
+from connectors.kafka.source.range_reader import _RangeRead
+from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark.source import source_schema
 
 BASE = {"kafka.bootstrap.servers": "k:9092", "subscribe": "t"}

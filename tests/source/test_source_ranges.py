@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connectors.kafka.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
-from connectors.kafka.source_errors import SourceOptionError
+from connectors.kafka.source.errors import SourceOptionError
+from connectors.kafka.source.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
 
 
 def test_new_partitions_start_at_zero_and_empty_ones_are_skipped() -> None:

@@ -10,11 +10,11 @@ import pytest
 from kafka_metadata import FakeCluster
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from connectors.kafka import source_client
-from connectors.kafka.offsets import PartitionKey, PartitionOffsets
-from connectors.kafka.ranges import OffsetRange
-from connectors.kafka.source_errors import DataLossError, SourceOptionError
-from connectors.kafka.source_options import OffsetBound
+from connectors.kafka.source import client as source_client
+from connectors.kafka.source.errors import DataLossError, SourceOptionError
+from connectors.kafka.source.offsets import PartitionKey, PartitionOffsets
+from connectors.kafka.source.options import OffsetBound
+from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark.source import KafkaStreamReader, source_schema
 
 OPTIONS = {"kafka.bootstrap.servers": "k:9092", "subscribe": "t", "startingoffsets": "earliest"}

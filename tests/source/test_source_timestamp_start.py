@@ -14,10 +14,10 @@ import pytest
 from confluent_kafka import TopicPartition
 from kafka_metadata import DescribesTopics, FakeMetadata, FakeTopic
 
-from connectors.kafka.offset_reader import KafkaOffsetReader, start_by_timestamp
-from connectors.kafka.offsets import PartitionKey
-from connectors.kafka.source_errors import SourceOptionError
-from connectors.kafka.source_options import parse_options
+from connectors.kafka.source.errors import SourceOptionError
+from connectors.kafka.source.offset_reader import KafkaOffsetReader, start_by_timestamp
+from connectors.kafka.source.offsets import PartitionKey
+from connectors.kafka.source.options import parse_options
 
 T = 1_000_000
 

@@ -1,6 +1,6 @@
 """The owner registry: where each query of a ``transactionalIdPrefix`` checkpoints.
 
-An owner (:func:`connectors.kafka.naming.owner_of`) is a fingerprint of a query's id: it
+An owner (:func:`connectors.kafka.sink.naming.owner_of`) is a fingerprint of a query's id: it
 tells two queries apart, but cannot be turned back into the other query's checkpoint
 location, which is what an operator needs to find that query and stop it. So each sink
 records its location under its owner in the one place two queries of a prefix share, the
@@ -31,7 +31,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from checkpoint.deadline import Deadline, call_with_retries
 from checkpoint.store import canonical_location
-from connectors.kafka.naming import OwnedId
+from connectors.kafka.sink.naming import OwnedId
 
 _log = logging.getLogger(__name__)
 GROUP_SUFFIX = ".kafka-eos-checkpoint"

@@ -18,7 +18,7 @@ single topics and partitions in an answer, are retried until then; other errors 
 One metadata answer that leaves a partition out, or calls its topic unknown, is never acted
 on alone: a partition the query has planned counts as deleted, and a topic or partition that
 ``subscribe`` or ``assign`` names counts as absent at the start, only once
-:func:`~connectors.kafka.source_client.confirmed_absent` confirms it (:meth:`latest_since`,
+:func:`~connectors.kafka.source.client.confirmed_absent` confirms it (:meth:`latest_since`,
 :meth:`partitions_to_start`).
 """
 
@@ -32,17 +32,23 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollectio
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from checkpoint.deadline import Deadline, call_with_retries
-from connectors.kafka.lag import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
-from connectors.kafka.offsets import EARLIEST, LATEST, PartitionKey, PartitionOffsets, describe
-from connectors.kafka.source_client import (
+from connectors.kafka.source.client import (
     UNKNOWN_PARTITION,
     confirmed_absent,
     is_transient,
     open_admin,
     open_consumer,
 )
-from connectors.kafka.source_errors import KafkaSourceError, SourceOptionError
-from connectors.kafka.source_options import OffsetBound, SourceOptions
+from connectors.kafka.source.errors import KafkaSourceError, SourceOptionError
+from connectors.kafka.source.lag import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
+from connectors.kafka.source.offsets import (
+    EARLIEST,
+    LATEST,
+    PartitionKey,
+    PartitionOffsets,
+    describe,
+)
+from connectors.kafka.source.options import OffsetBound, SourceOptions
 
 _log = logging.getLogger(__name__)
 # Java's consumer leaves internal topics out of pattern subscriptions (exclude.internal.topics).

@@ -29,7 +29,7 @@ Offsets that are gone ("offset out of range", the topic deleted while the range 
 log that ends inside the range: the topic recreated with fewer records, or truncated by an
 unclean election) are data loss, reported as ``failOnDataLoss`` says; offsets that still exist
 are retried. An "unknown topic or partition" error, or a stall, is a deletion only once
-:func:`~connectors.kafka.source_client.confirmed_absent` confirms it; until then the range is
+:func:`~connectors.kafka.source.client.confirmed_absent` confirms it; until then the range is
 read on, and the records after such an error in the same batch still count. A stall is a log
 end below the position only once several answers over seconds confirm it (``_skip_ended``).
 """
@@ -46,17 +46,17 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from checkpoint.deadline import Deadline
 from connectors.kafka.client_pool import WORKER_POOL, ConsumerPool
-from connectors.kafka.offsets import describe
-from connectors.kafka.ranges import OffsetRange
-from connectors.kafka.source_client import (
+from connectors.kafka.source.client import (
     UNKNOWN_PARTITION,
     confirmed_absent,
     consumer_identity,
     is_transient,
     open_consumer,
 )
-from connectors.kafka.source_errors import KafkaSourceError, report_data_loss
-from connectors.kafka.source_options import SourceOptions
+from connectors.kafka.source.errors import KafkaSourceError, report_data_loss
+from connectors.kafka.source.offsets import describe
+from connectors.kafka.source.options import SourceOptions
+from connectors.kafka.source.ranges import OffsetRange
 
 _CONSUME_MAX = 10_000
 _BATCH_ROWS = 10_000

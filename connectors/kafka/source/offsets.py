@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 
 from checkpoint.errors import FormatError, UnsupportedFormatVersion
-from connectors.kafka.source_errors import SourceOptionError
+from connectors.kafka.source.errors import SourceOptionError
 
 PartitionKey = tuple[str, int]
 """``(topic, partition)``: a plain tuple so that it pickles small and sorts naturally."""

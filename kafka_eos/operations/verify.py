@@ -14,7 +14,7 @@ violation follow:
 >>> report.exactly_once, [m.key for m in report.missing], [m.key for m in report.duplicated]
 (False, [b'c'], [b'b'])
 
-Only :func:`verify_topics` talks to Kafka, through :func:`~connectors.kafka.drain.drain`.
+Only :func:`verify_topics` talks to Kafka, through :func:`~kafka_eos.operations.drain.drain`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import TypedDict
 from confluent_kafka import KafkaException
 
 from checkpoint.errors import KafkaEosError
-from connectors.kafka.drain import drain
+from kafka_eos.operations.drain import drain
 
 Key = bytes | None
 EXAMPLES = 10

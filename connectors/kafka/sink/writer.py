@@ -1,7 +1,7 @@
 """The writer: produces a task's records, and pre-commits on the barrier.
 
 Runs in a Spark task on an executor. One Kafka transaction per task attempt per checkpoint
-(micro-batch), on one of the task's transactional ids (:mod:`connectors.kafka.naming`):
+(micro-batch), on one of the task's transactional ids (:mod:`connectors.kafka.sink.naming`):
 
 1. take the first of the task's ids that holds no open transaction: an open one belongs to
    another attempt of this task (a speculative copy, a zombie), whose transaction the driver
@@ -43,8 +43,8 @@ from checkpoint.errors import ConfigError, KafkaEosError
 from checkpoint.model import Committable
 from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
 from connectors.kafka.client_pool import ClientPool
-from connectors.kafka.lifetime import commit_margin_ms, transaction_timeout_ms
-from connectors.kafka.records import (
+from connectors.kafka.sink.lifetime import commit_margin_ms, transaction_timeout_ms
+from connectors.kafka.sink.records import (
     KafkaRecord,
     ProduceBatch,
     carries_headers,

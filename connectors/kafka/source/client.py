@@ -21,13 +21,13 @@ from confluent_kafka.admin import AdminClient
 
 from checkpoint.deadline import Clock, Deadline
 from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
-from connectors.kafka.offsets import PartitionKey, describe
-from connectors.kafka.source_errors import SourceOptionError
+from connectors.kafka.source.errors import SourceOptionError
+from connectors.kafka.source.offsets import PartitionKey, describe
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import ClusterMetadata
 
-    from connectors.kafka.source_options import SourceOptions
+    from connectors.kafka.source.options import SourceOptions
 
 _log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ Aborting one is safe except in one case: the sink already *decided* to commit it
 committable is then in a decision of the sink's snapshot store that is not confirmed yet, and
 the query's next recovery commits it; aborting it would drop a decided batch's records for
 good. :func:`plan_abort` refuses those, and :func:`abort_lingering` ends the rest through
-:class:`~connectors.kafka.committer.KafkaCommitter`, whose EndTxn handling the sink uses too.
+:class:`~connectors.kafka.sink.committer.KafkaCommitter`, whose EndTxn handling the sink uses too.
 
 Used by ``kafka-eos txn`` and by ``kafka-eos verify --prefix``. Reports are built as the
 JSON-ready dicts below first, and printed as text or JSON second.
@@ -28,10 +28,10 @@ import kafka.errors as Errors
 from checkpoint.errors import DeadlineExceeded, KafkaEosError
 from checkpoint.model import CheckpointId, Committable
 from checkpoint.store import SnapshotStore
-from connectors.kafka.committer import KafkaCommitter
-from connectors.kafka.naming import OwnedId
-from connectors.kafka.owners import Entry, Registration, Unknown
-from connectors.kafka.sink_options import decision_location
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.naming import OwnedId
+from connectors.kafka.sink.options import decision_location
+from connectors.kafka.sink.owners import Entry, Registration, Unknown
 from connectors.kafka.transactions import TxnDescription, TxnState
 
 DecisionKey = tuple[str, int, int]
@@ -119,7 +119,7 @@ class TxnDict(TypedDict):
 
 class QueryDict(TypedDict):
     """The query that named a transactional id, as its sink registered it
-    (:mod:`connectors.kafka.owners`)."""
+    (:mod:`connectors.kafka.sink.owners`)."""
 
     prefix: str
     owner: str

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
-from connectors.kafka.source_client import is_transient
+from connectors.kafka.source.client import is_transient
 
 _POLL_S = 0.5
 

@@ -18,7 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from connectors.kafka.offsets import (
+from connectors.kafka.source.client import librdkafka_config
+from connectors.kafka.source.errors import SourceOptionError
+from connectors.kafka.source.offsets import (
     EARLIEST,
     LATEST,
     PartitionKey,
@@ -27,8 +29,6 @@ from connectors.kafka.offsets import (
     parse_assign,
     parse_offsets_option,
 )
-from connectors.kafka.source_client import librdkafka_config
-from connectors.kafka.source_errors import SourceOptionError
 
 _log = logging.getLogger(__name__)
 

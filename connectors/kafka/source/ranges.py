@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from connectors.kafka.offsets import PartitionKey, describe
-from connectors.kafka.source_errors import SourceOptionError
+from connectors.kafka.source.errors import SourceOptionError
+from connectors.kafka.source.offsets import PartitionKey, describe
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 
 from checkpoint.deadline import Clock
-from connectors.kafka.offsets import LATEST, PartitionKey, PartitionOffsets
+from connectors.kafka.source.offsets import LATEST, PartitionKey, PartitionOffsets
 
 
 def backlog(
@@ -41,8 +41,8 @@ def with_new_partitions(
     start: Mapping[PartitionKey, int], earliest: Mapping[PartitionKey, int]
 ) -> PartitionOffsets:
     """``start`` with the partitions new since it at their earliest offsets (log starts): where
-    a batch reads them from (:func:`~connectors.kafka.ranges.plan_ranges`), and so where their
-    backlog counts from. Spark's ``rateLimit`` fetches the same earliest offsets. Counted from
+    a batch reads them from (:func:`~connectors.kafka.source.ranges.plan_ranges`), and so where
+    their backlog counts from. Spark's ``rateLimit`` fetches the same earliest offsets. Counted from
     0 instead, a new partition whose log starts at 1,000,000 would take nearly the whole
     ``maxOffsetsPerTrigger`` budget for offsets that no longer exist.
 

@@ -3,7 +3,7 @@
 Names follow Spark's built-in Kafka sink (``kafka.bootstrap.servers``, ``topic``, any other
 ``kafka.*`` key passed to the producer), plus what exactly-once needs; what it needs has a
 default, so a job written for Spark's sink runs unchanged: the transactional-id prefix is
-derived from the checkpoint location (:func:`connectors.kafka.naming.derived_prefix`), and the
+derived from the checkpoint location (:func:`connectors.kafka.sink.naming.derived_prefix`), and the
 transaction timeout comes from the brokers at startup (``connectors.spark.sink``). Spark
 hands the options over lower-cased, so every name here is matched case-insensitively. Single
 fields are checked where they are read; the cross-field rules are in
@@ -20,7 +20,7 @@ from typing import Any
 
 from checkpoint.errors import ConfigError
 from connectors.kafka.client_config import kafka_python_config
-from connectors.kafka.naming import derived_prefix
+from connectors.kafka.sink.naming import derived_prefix
 from connectors.lint.inputs import Timing, parse_duration
 
 # Keys Spark's Kafka sink rejects too, or that the guarantee depends on and the sink sets.

@@ -3,7 +3,7 @@
 The sink decided the batch, then the broker aborted one of its transactions (its
 ``transaction.timeout.ms`` expired before the commit). Every restart re-drives the decision's
 commits and stops on that transaction with
-:class:`~connectors.kafka.errors.TransactionLostError`. Resetting the query's checkpoint
+:class:`~connectors.kafka.sink.errors.TransactionLostError`. Resetting the query's checkpoint
 would replay the whole batch and duplicate its transactions that did commit, so the way
 forward is narrower: commit what still can be, then confirm the batch with an operator's
 acceptance of the loss of exactly the transactions that cannot
@@ -11,7 +11,7 @@ acceptance of the loss of exactly the transactions that cannot
 goes on.
 
 Used by ``kafka-eos txn resolve``. Reports are built as the JSON-ready dicts below first, and
-printed as text or JSON second, as in :mod:`connectors.kafka.lingering`.
+printed as text or JSON second, as in :mod:`kafka_eos.operations.lingering`.
 """
 
 from __future__ import annotations
@@ -27,16 +27,16 @@ from checkpoint.deadline import Deadline
 from checkpoint.errors import KafkaEosError
 from checkpoint.model import AcceptedLoss, CheckpointId, Committable, Confirmation, Snapshot
 from checkpoint.store import SnapshotStore
-from connectors.kafka.committer import KafkaCommitter
 from connectors.kafka.end_txn import EndTxnResult, EndTxnTarget
-from connectors.kafka.errors import TransactionLostError
-from connectors.kafka.lingering import PartitionDict, TxnDict, decision_store, txn_dict
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.errors import TransactionLostError
 from connectors.kafka.transactions import (
     ENDED_OR_FENCED_ERRORS,
     TransactionAdmin,
     TxnDescription,
     TxnState,
 )
+from kafka_eos.operations.lingering import PartitionDict, TxnDict, decision_store, txn_dict
 
 _log = logging.getLogger(__name__)
 

@@ -20,10 +20,14 @@ from checkpoint.deadline import Deadline
 from checkpoint.errors import DeadlineExceeded
 from checkpoint.model import CheckpointId, Committable
 from connectors.kafka.end_txn import EndTxnResult, EndTxnTarget
-from connectors.kafka.errors import PreCommitLostError, PrefixConflictError, TransactionLostError
-from connectors.kafka.lifetime import commit_margin_ms, remaining_ms
-from connectors.kafka.naming import NO_OWNER, TransactionalIdNaming
-from connectors.kafka.owners import Entry, OwnerRegistry, Unknown
+from connectors.kafka.sink.errors import (
+    PreCommitLostError,
+    PrefixConflictError,
+    TransactionLostError,
+)
+from connectors.kafka.sink.lifetime import commit_margin_ms, remaining_ms
+from connectors.kafka.sink.naming import NO_OWNER, TransactionalIdNaming
+from connectors.kafka.sink.owners import Entry, OwnerRegistry, Unknown
 from connectors.kafka.transactions import (
     ENDED_OR_FENCED_ERRORS,
     TransactionAdmin,

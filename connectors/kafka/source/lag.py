@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from connectors.kafka.offsets import PartitionKey, describe
+from connectors.kafka.source.offsets import PartitionKey, describe
 
 # Kafka's default transaction.max.timeout.ms, used when the broker's value cannot be read.
 DEFAULT_TRANSACTION_MAX_TIMEOUT_MS = 900_000

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from checkpoint.errors import KafkaEosError
 from checkpoint.store import canonical_location
-from connectors.kafka.owners import Entry, Registration
+from connectors.kafka.sink.owners import Entry, Registration
 
 _TIMEOUT_FIX = (
     "Raise the producer's transaction.timeout.ms (option kafka.transaction.timeout.ms, at most "
@@ -119,7 +119,7 @@ class PrefixConflictError(KafkaEosError):
         prefix_derived: bool = False,
     ) -> None:
         """``foreign``: per other owner, where its query checkpoints (as the owner registry
-        knows it, :mod:`connectors.kafka.owners`) and its open transactional ids.
+        knows it, :mod:`connectors.kafka.sink.owners`) and its open transactional ids.
         ``prefix_derived``: no ``transactionalIdPrefix`` was set, the prefix comes from the
         checkpoint location, so the other query checkpointed at the same location."""
         self.prefix = prefix
