@@ -48,14 +48,14 @@ from checkpoint.errors import CheckpointCommitFailed, ConfigError
 from checkpoint.model import Committable
 from checkpoint.store import SnapshotStore, read_location
 from checkpoint.two_phase_commit import TwoPhaseCommit
+from connectors.kafka.cluster_facts import LiveClusterError, read_cluster
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import TransactionLostError
 from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
 from connectors.kafka.sink.options import DeliveryGuarantee, SinkOptions
 from connectors.kafka.sink.writer import AtLeastOnceWriter, ExactlyOnceWriter, NoGuaranteeWriter
-from connectors.lint import checked_sink_config
-from connectors.lint.inputs import Timing
-from connectors.lint.live import LiveClusterError, read_cluster
+from connectors.policy import checked_sink_config
+from connectors.policy.inputs import Timing
 from connectors.spark.worker_heap import freeze_imported_heap
 
 if TYPE_CHECKING:

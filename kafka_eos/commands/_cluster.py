@@ -14,10 +14,10 @@ import click
 from rich.console import Console
 
 from checkpoint.errors import KafkaEosError
-from connectors.lint.errors import LintInputError
-from connectors.lint.loaders import parse_kafka_options
-from connectors.lint.redact import scrub, secret_values
+from connectors.policy.errors import LintInputError
+from connectors.policy.redact import scrub, secret_values
 from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, SUPPORTED_KAFKA_VERSIONS
+from kafka_eos.lint.loaders import parse_kafka_options
 
 F = TypeVar("F", bound=Callable[..., Any])
 

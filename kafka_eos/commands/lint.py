@@ -1,6 +1,6 @@
 """``kafka-eos lint``: check an exactly-once pipeline's Kafka configuration.
 
-Only composes ``connectors.lint``: read the inputs, optionally read the live cluster, run
+Only composes ``connectors.policy``: read the inputs, optionally read the live cluster, run
 the rules, print the report. Exit codes: 0 no errors, 1 errors found (warnings too with
 ``--strict``), 2 usage or input errors (unreadable file, bad value, unreachable cluster).
 """
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 
-from connectors.lint.client_keys import CLIENTS, DEFAULT_CLIENT, Client
-from connectors.lint.errors import LintError
-from connectors.lint.inputs import (
+from connectors.policy.client_keys import CLIENTS, DEFAULT_CLIENT, Client
+from connectors.policy.errors import LintError
+from connectors.policy.inputs import (
     TIMING_NAMES,
     ConsumerInput,
     LintInput,
@@ -23,11 +23,11 @@ from connectors.lint.inputs import (
     format_duration,
     parse_duration,
 )
-from connectors.lint.loaders import load_pipeline, load_properties, parse_kafka_options
-from connectors.lint.redact import scrub, secret_values
-from connectors.lint.registry import RULES, lint_report
-from connectors.lint.render import print_report
+from connectors.policy.redact import scrub, secret_values
+from connectors.policy.registry import RULES, lint_report
 from kafka_eos.commands._cluster import InputFailure
+from kafka_eos.lint.loaders import load_pipeline, load_properties, parse_kafka_options
+from kafka_eos.lint.render import print_report
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 _DEFAULT_TIMING = Timing()
@@ -182,7 +182,9 @@ def command(
         )
         secrets |= secret_values(_configs(lint_input))
         if bootstrap_servers:
-            from connectors.lint.live import read_cluster  # confluent-kafka only when needed
+            from connectors.kafka.cluster_facts import (
+                read_cluster,  # confluent-kafka only when needed
+            )
 
             snapshot = read_cluster(
                 bootstrap_servers,

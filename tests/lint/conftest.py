@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from connectors.lint import Finding, LintInput, run_rules
+from connectors.policy import Finding, LintInput, run_rules
 from kafka_eos.commands.lint import command
 
 REPO = Path(__file__).resolve().parents[2]

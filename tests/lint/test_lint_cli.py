@@ -236,8 +236,8 @@ def test_max_idle_time_flag(cli, write):
 
 
 def test_live_topics_that_do_not_exist_are_reported(cli, monkeypatch, validate):
-    from connectors.lint import live
-    from connectors.lint.inputs import ClusterFacts, ClusterSnapshot
+    from connectors.kafka import cluster_facts as live
+    from connectors.policy.inputs import ClusterFacts, ClusterSnapshot
 
     def read_cluster(bootstrap_servers, topics, **kwargs):
         facts = ClusterFacts(broker_count=3, missing_topics=frozenset(topics))

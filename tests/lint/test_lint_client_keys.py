@@ -2,7 +2,7 @@
 
 import pytest
 
-from connectors.lint.client_keys import (
+from connectors.policy.client_keys import (
     canonical,
     client_default,
     find_key,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from connectors.lint import LintInputError
-from connectors.lint.context import BrokerView, ClientView, Setting
+from connectors.policy import LintInputError
+from connectors.policy.context import BrokerView, ClientView, Setting
 
 
 def producer(client="librdkafka", **config):

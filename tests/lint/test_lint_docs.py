@@ -5,9 +5,9 @@ import re
 import pytest
 import yaml
 
-from connectors.lint import RULES, lint_report
-from connectors.lint.docgen import DOCS_DIR, main, rule_page
-from connectors.lint.loaders import pipeline_input
+from connectors.policy import RULES, lint_report
+from kafka_eos.lint.docgen import DOCS_DIR, main, rule_page
+from kafka_eos.lint.loaders import pipeline_input
 
 LINT_MD = DOCS_DIR.parent / "lint.md"
 
@@ -16,7 +16,7 @@ LINT_MD = DOCS_DIR.parent / "lint.md"
 def test_rule_page_is_generated_from_the_docstring(rule):
     page = DOCS_DIR / f"{rule.meta.id}.md"
     assert page.read_text(encoding="utf-8") == rule_page(rule), (
-        "run: python -m connectors.lint.docgen"
+        "run: python -m kafka_eos.lint.docgen"
     )
 
 
@@ -68,7 +68,7 @@ def test_docgen_help_is_help_not_an_output_folder(tmp_path, monkeypatch, capsys)
     with pytest.raises(SystemExit) as caught:
         main(["--help"])
     assert caught.value.code == 0
-    assert "usage: python -m connectors.lint.docgen [-h] [docs_dir]" in capsys.readouterr().out
+    assert "usage: python -m kafka_eos.lint.docgen [-h] [docs_dir]" in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []
 
 

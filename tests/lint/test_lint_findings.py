@@ -1,8 +1,8 @@
 """Findings, redaction and the versioned report."""
 
-from connectors.lint import Finding, build_report
-from connectors.lint.findings import FindingDict, ReportDict, SummaryDict
-from connectors.lint.redact import REDACTED, is_secret_key, scrub, secret_values
+from connectors.policy import Finding, build_report
+from connectors.policy.findings import FindingDict, ReportDict, SummaryDict
+from connectors.policy.redact import REDACTED, is_secret_key, scrub, secret_values
 
 
 def test_secret_values_are_redacted_on_construction():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from connectors.lint import (
+from connectors.policy import (
     ClusterFacts,
     ConsumerInput,
     LintInput,
@@ -10,7 +10,7 @@ from connectors.lint import (
     Timing,
     TopicFacts,
 )
-from connectors.lint.inputs import ClusterSnapshot, format_duration, parse_duration
+from connectors.policy.inputs import ClusterSnapshot, format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ import pytest
 from connectors.kafka.source.client import consumer_config, librdkafka_config
 from connectors.kafka.source.errors import SourceOptionError
 from connectors.kafka.source.options import SourceOptions, parse_options
-from connectors.lint import LintInput, kafka_eos_source
-from connectors.lint.context import LintContext
+from connectors.policy import LintInput, kafka_eos_source
+from connectors.policy.context import LintContext
 
 OPTIONS = {"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"}
 

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from connectors.lint import LiveClusterError
-from connectors.lint.live import read_cluster
+from connectors.kafka.cluster_facts import read_cluster
+from connectors.policy import LiveClusterError
 
 
 class Entry(SimpleNamespace):

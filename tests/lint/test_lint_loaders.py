@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from connectors.lint import LintInputError, Timing
-from connectors.lint.loaders import (
+from connectors.policy import LintInputError, Timing
+from kafka_eos.lint.loaders import (
     load_pipeline,
     load_properties,
     parse_kafka_options,

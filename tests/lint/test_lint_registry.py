@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from connectors.lint import RULES, LintInput, LintInputError, lint_report, run_rules
-from connectors.lint.registry import rule_ids, selected_rules
+from connectors.policy import RULES, LintInput, LintInputError, lint_report, run_rules
+from connectors.policy.registry import rule_ids, selected_rules
 
 
 def test_ids_are_sequential_and_names_unique():

@@ -3,8 +3,8 @@
 import io
 import json
 
-from connectors.lint import Finding, build_report
-from connectors.lint.render import print_report, render_text
+from connectors.policy import Finding, build_report
+from kafka_eos.lint.render import print_report, render_text
 
 FINDINGS = [
     Finding(

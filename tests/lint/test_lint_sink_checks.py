@@ -5,9 +5,9 @@ import pickle
 
 import pytest
 
-import connectors.lint.sink_checks
+import connectors.policy.sink_checks
 from checkpoint.errors import ConfigError, KafkaEosError
-from connectors.lint import (
+from connectors.policy import (
     Finding,
     LintError,
     LintInput,
@@ -18,7 +18,7 @@ from connectors.lint import (
     raise_for_errors,
     run_rules,
 )
-from connectors.lint.loaders import pipeline_input
+from kafka_eos.lint.loaders import pipeline_input
 
 GOOD = {"transactional.id": "orders-v1-0", "transaction.timeout.ms": 900000, "error_cb": print}
 
@@ -76,7 +76,7 @@ def test_error_is_a_picklable_project_config_error():
 
 
 def test_docstring_example():
-    assert doctest.testmod(connectors.lint.sink_checks).failed == 0
+    assert doctest.testmod(connectors.policy.sink_checks).failed == 0
 
 
 # A drop-in sets no transaction timeout: librdkafka's 1 min would fail EOS002, so the sink

@@ -11,7 +11,7 @@ import pytest
 from checkpoint.errors import ConfigError, KafkaEosError
 from connectors.kafka.sink.naming import derived_prefix
 from connectors.kafka.sink.options import DeliveryGuarantee, SinkOptions, decision_location
-from connectors.lint.inputs import Timing
+from connectors.policy.inputs import Timing
 
 EXACTLY_ONCE = {
     "kafka.bootstrap.servers": "broker1:9092,broker2:9092",

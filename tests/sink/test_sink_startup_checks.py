@@ -8,8 +8,8 @@ from unittest import mock
 
 import pytest
 
-from connectors.lint import LiveClusterError
-from connectors.lint.inputs import Timing
+from connectors.policy import LiveClusterError
+from connectors.policy.inputs import Timing
 from connectors.spark import sink as spark_sink
 
 PRODUCER = (("bootstrap.servers", "k:9092"),)

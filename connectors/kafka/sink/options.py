@@ -21,7 +21,7 @@ from typing import Any
 from checkpoint.errors import ConfigError
 from connectors.kafka.client_config import kafka_python_config
 from connectors.kafka.sink.naming import derived_prefix
-from connectors.lint.inputs import Timing, parse_duration
+from connectors.policy.inputs import Timing, parse_duration
 
 # Keys Spark's Kafka sink rejects too, or that the guarantee depends on and the sink sets.
 _REJECTED_KAFKA_KEYS: Mapping[str, str] = {

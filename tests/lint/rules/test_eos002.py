@@ -1,6 +1,6 @@
 """EOS002: transaction timeout not comfortably above trigger + batch + restart."""
 
-from connectors.lint import Timing
+from connectors.policy import Timing
 
 
 def test_client_default_is_too_short_for_default_timing(lint):

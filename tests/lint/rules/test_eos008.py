@@ -2,7 +2,7 @@
 
 import pytest
 
-from connectors.lint.rules.eos008_transactional_id_unstable import unstable_reason
+from connectors.policy.rules.eos008_transactional_id_unstable import unstable_reason
 
 
 def test_missing_id_and_prefix_fires(lint):

@@ -1,6 +1,6 @@
 """EOS009: transactional.id.expiration.ms shorter than the max checkpoint age."""
 
-from connectors.lint import Timing
+from connectors.policy import Timing
 
 
 def test_default_broker_and_timing_pass(lint):

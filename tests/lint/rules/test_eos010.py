@@ -1,6 +1,6 @@
 """EOS010: __transaction_state replication the cluster cannot satisfy."""
 
-from connectors.lint import ClusterFacts, TopicFacts
+from connectors.policy import ClusterFacts, TopicFacts
 
 SINGLE_BROKER = ClusterFacts(broker_count=1)
 

@@ -1,6 +1,6 @@
 """EOS011: output topics that can lose committed records."""
 
-from connectors.lint import ClusterFacts, TopicFacts, build_report
+from connectors.policy import ClusterFacts, TopicFacts, build_report
 
 
 def cluster(**topics: TopicFacts) -> ClusterFacts:

@@ -1,6 +1,6 @@
 """EOS012: consumers not on read_committed."""
 
-from connectors.lint import ConsumerInput
+from connectors.policy import ConsumerInput
 
 
 def test_librdkafka_default_is_read_committed(lint):

@@ -1,6 +1,6 @@
 """EOS015: source retention shorter than the max checkpoint age."""
 
-from connectors.lint import ClusterFacts, Timing, TopicFacts
+from connectors.policy import ClusterFacts, Timing, TopicFacts
 
 WEEK = Timing(max_checkpoint_age_ms=604_800_000)
 

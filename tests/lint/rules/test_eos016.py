@@ -1,6 +1,6 @@
 """EOS016: subscribing source consumer with max.poll.interval.ms below the batch."""
 
-from connectors.lint import Timing
+from connectors.policy import Timing
 
 LONG_BATCHES = Timing(max_batch_duration_ms=600_000)
 

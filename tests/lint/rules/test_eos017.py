@@ -2,8 +2,8 @@
 
 import pytest
 
-from connectors.lint.loaders import pipeline_input
-from connectors.lint.registry import run_rules
+from connectors.policy.registry import run_rules
+from kafka_eos.lint.loaders import pipeline_input
 
 PRODUCER = {"transaction.timeout.ms": "900000"}
 

@@ -1,0 +1,101 @@
+"""Transaction timeout not comfortably above trigger interval + batch duration + restart time.
+
+## What
+
+`transaction.timeout.ms` is below `safety_factor` x (trigger interval + max batch
+duration + max restart time).
+
+## Why
+
+A two-phase-commit sink keeps one transaction open from the moment it starts writing a
+batch until the batch's checkpoint is committed; if the job crashes after the
+pre-commit, the restarted job must commit that same transaction. The transaction
+coordinator aborts any transaction older than `transaction.timeout.ms`, without asking.
+
+## What breaks
+
+**Silent loss.** A batch that was pre-committed (its offsets are in the checkpoint) is
+aborted by the coordinator before the restarted job commits it: the source will not
+re-read it, and the sink cannot commit it. Short of a crash, slow batches are aborted
+and replayed (**stall**).
+
+## Fix
+
+Raise `transaction.timeout.ms` to at least the required value (and the broker's
+`transaction.max.timeout.ms` with it, see EOS001), or make the window smaller: a shorter
+trigger interval, smaller batches, faster restarts.
+
+## Options
+
+- `safety_factor` (default `2`): how many times the window the timeout must be.
+
+## Needs
+
+A producer config. Timing uses `--trigger-interval`, `--max-batch-duration` and
+`--max-restart-time`, or their defaults (10s, 1m, 5m).
+
+## Examples
+
+PASS (window 10s + 1m + 5m = 6m10s, needs 12m20s):
+
+```properties
+transaction.timeout.ms=900000
+```
+
+FAIL (librdkafka's and Java's default of 1 minute):
+
+```properties
+transaction.timeout.ms=60000
+```
+
+## Source
+
+- https://nightlies.apache.org/flink/flink-docs-stable/docs/connectors/datastream/kafka/#fault-tolerance
+- https://kafka.apache.org/documentation/#producerconfigs_transaction.timeout.ms
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from connectors.policy.context import LintContext
+from connectors.policy.findings import Finding
+from connectors.policy.inputs import format_duration
+from connectors.policy.kafka_eos_sink import SAFETY_FACTOR
+from connectors.policy.rule import RuleMeta
+
+RULE = RuleMeta(
+    id="EOS002",
+    name="transaction-timeout-too-short",
+    severity="error",
+    options={"safety_factor": SAFETY_FACTOR},
+)
+
+
+def check(ctx: LintContext) -> Iterator[Finding]:
+    if ctx.producer is None:
+        return
+    timeout = ctx.producer.get("transaction.timeout.ms")
+    factor = RULE.option(ctx, "safety_factor")
+    timing = ctx.timing
+    required = round(factor * timing.commit_window_ms)
+    if timeout.ms() >= required:
+        return
+    fix = f"set {timeout.key} to at least {required}"
+    if ctx.broker is not None and required > ctx.broker.get("transaction.max.timeout.ms").ms():
+        fix += f" and raise the brokers' transaction.max.timeout.ms to at least {required}"
+    yield RULE.finding(
+        f"{timeout.timed()} is below {factor:g} x (trigger interval"
+        f" {format_duration(timing.trigger_interval_ms)} + max batch duration"
+        f" {format_duration(timing.max_batch_duration_ms)} + max restart time"
+        f" {format_duration(timing.max_restart_time_ms)}) = {format_duration(required)}: the"
+        " coordinator aborts a pre-committed transaction before the restarted job commits it,"
+        " silently dropping that batch",
+        settings=(
+            timeout,
+            ctx.timing_setting("trigger_interval_ms"),
+            ctx.timing_setting("max_batch_duration_ms"),
+            ctx.timing_setting("max_restart_time_ms"),
+        ),
+        fix=fix + ", or shorten the trigger interval, batches or restart time",
+    )
