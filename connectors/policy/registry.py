@@ -2,61 +2,55 @@
 
 Rules are selected by id (``EOS001``) or name (``transaction-timeout-above-broker-max``);
 ids are stable, so CI configs that name them keep working.
+
+Rules are discovered, not listed: every module of the package ``connectors.policy.rules``
+is a rule and must declare ``RULE = RuleMeta(...)`` and ``check(ctx)``. Adding a rule is
+adding its module. A module whose name starts with ``_`` (a private helper) is skipped; any
+other module without ``RULE`` or ``check`` is refused with a ``LintError`` naming it, so a
+misnamed or half-written rule fails at import instead of silently not running. Two
+modules declaring the same id are refused the same way. ``RULES`` is ordered by id.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType, ModuleType
 
+from connectors.policy import rules as _rules_package
 from connectors.policy.context import LintContext
-from connectors.policy.errors import LintInputError
+from connectors.policy.errors import LintError, LintInputError
 from connectors.policy.findings import Finding, ReportDict, build_report, sort_findings
 from connectors.policy.inputs import LintInput
 from connectors.policy.rule import Rule
-from connectors.policy.rules import (
-    eos001_transaction_timeout_above_broker_max,
-    eos002_transaction_timeout_too_short,
-    eos003_transaction_timeout_stalls_readers,
-    eos004_delivery_timeout_above_transaction_timeout,
-    eos005_socket_timeout_vs_transaction_timeout,
-    eos006_linger_vs_delivery_timeout,
-    eos007_idempotence_bundle,
-    eos008_transactional_id_unstable,
-    eos009_transactional_id_expiration,
-    eos010_transaction_state_log_replication,
-    eos011_output_topic_durability,
-    eos012_consumer_not_read_committed,
-    eos013_source_auto_commit,
-    eos014_source_offset_reset_skips,
-    eos015_source_retention_shorter_than_checkpoint_age,
-    eos016_max_poll_interval_below_batch,
-    eos017_unbounded_first_batch,
-)
 
-_MODULES: tuple[ModuleType, ...] = (
-    eos001_transaction_timeout_above_broker_max,
-    eos002_transaction_timeout_too_short,
-    eos003_transaction_timeout_stalls_readers,
-    eos004_delivery_timeout_above_transaction_timeout,
-    eos005_socket_timeout_vs_transaction_timeout,
-    eos006_linger_vs_delivery_timeout,
-    eos007_idempotence_bundle,
-    eos008_transactional_id_unstable,
-    eos009_transactional_id_expiration,
-    eos010_transaction_state_log_replication,
-    eos011_output_topic_durability,
-    eos012_consumer_not_read_committed,
-    eos013_source_auto_commit,
-    eos014_source_offset_reset_skips,
-    eos015_source_retention_shorter_than_checkpoint_age,
-    eos016_max_poll_interval_below_batch,
-    eos017_unbounded_first_batch,
-)
+
+def discover_rules(package: ModuleType) -> Mapping[str, Rule]:
+    """Every rule module of ``package``, by id in id order; see the module docstring."""
+    found: dict[str, Rule] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda info: info.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        rule = _rule(module)
+        if rule.meta.id in found:
+            raise LintError(
+                f"duplicate rule id {rule.meta.id}: declared by {found[rule.meta.id].module} "
+                f"and {rule.module}"
+            )
+        found[rule.meta.id] = rule
+    return MappingProxyType(dict(sorted(found.items())))
 
 
 def _rule(module: ModuleType) -> Rule:
+    missing = [name for name in ("RULE", "check") if not hasattr(module, name)]
+    if missing:
+        raise LintError(
+            f"{module.__name__} is in the rules package but is not a rule: it lacks "
+            f"{' and '.join(missing)} (rename it with a leading '_' if it is a helper)"
+        )
     return Rule(
         meta=module.RULE,
         check=module.check,
@@ -65,7 +59,7 @@ def _rule(module: ModuleType) -> Rule:
     )
 
 
-RULES: Mapping[str, Rule] = MappingProxyType({rule.meta.id: rule for rule in map(_rule, _MODULES)})
+RULES: Mapping[str, Rule] = discover_rules(_rules_package)
 _BY_NAME: Mapping[str, str] = {rule.meta.name: rule_id for rule_id, rule in RULES.items()}
 
 

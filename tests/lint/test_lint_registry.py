@@ -1,11 +1,15 @@
 """The registry: stable ids, selection, options and per-rule documentation."""
 
+import importlib
 import re
+import textwrap
+from pathlib import Path
 
 import pytest
 
-from connectors.policy import RULES, LintInput, LintInputError, lint_report, run_rules
-from connectors.policy.registry import rule_ids, selected_rules
+from connectors.policy import RULES, LintError, LintInput, LintInputError, lint_report, run_rules
+from connectors.policy import rules as rules_package
+from connectors.policy.registry import discover_rules, rule_ids, selected_rules
 
 
 def test_ids_are_sequential_and_names_unique():
@@ -67,3 +71,78 @@ def test_lint_report_names_the_rules_checked():
     assert report["summary"]["rules_checked"] == ["EOS001"]
     assert report["summary"]["client"] == "java"
     assert report["findings"] == []
+
+
+def test_discovery_finds_every_rule_module_in_the_folder():
+    folder = Path(rules_package.__file__).parent
+    modules = sorted(f"{rules_package.__name__}.{path.stem}" for path in folder.glob("eos*.py"))
+    assert len(modules) == 17
+    assert sorted(rule.module for rule in RULES.values()) == modules
+
+
+_RULE_MODULE = """
+    \"\"\"A fake rule.\"\"\"
+    from connectors.policy.rule import RuleMeta
+
+    RULE = RuleMeta(id={id!r}, name={name!r}, severity="error")
+
+
+    def check(ctx):
+        return iter(())
+"""
+
+
+def _fake_package(tmp_path, monkeypatch, name, modules):
+    package = tmp_path / name
+    package.mkdir()
+    (package / "__init__.py").write_text('"""Not a rule."""\n')
+    for module, text in modules.items():
+        (package / f"{module}.py").write_text(textwrap.dedent(text))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return importlib.import_module(name)
+
+
+def test_discovery_orders_by_id_and_skips_private_modules(tmp_path, monkeypatch):
+    package = _fake_package(
+        tmp_path,
+        monkeypatch,
+        "fake_rules_ordered",
+        {
+            "b_second": _RULE_MODULE.format(id="EOS902", name="second"),
+            "a_first": _RULE_MODULE.format(id="EOS901", name="first"),
+            "z_third": _RULE_MODULE.format(id="EOS900", name="zeroth"),
+            "_helpers": "HELPER = 1\n",
+        },
+    )
+    found = discover_rules(package)
+    assert list(found) == ["EOS900", "EOS901", "EOS902"]
+    assert found["EOS901"].module == "fake_rules_ordered.a_first"
+    assert found["EOS901"].doc == "A fake rule."
+
+
+def test_discovery_refuses_a_duplicate_id(tmp_path, monkeypatch):
+    package = _fake_package(
+        tmp_path,
+        monkeypatch,
+        "fake_rules_duplicate",
+        {
+            "eos901_one": _RULE_MODULE.format(id="EOS901", name="one"),
+            "eos901_two": _RULE_MODULE.format(id="EOS901", name="two"),
+        },
+    )
+    with pytest.raises(LintError, match=r"duplicate rule id EOS901: declared by .*eos901_one"):
+        discover_rules(package)
+
+
+def test_discovery_refuses_a_module_that_is_not_a_rule(tmp_path, monkeypatch):
+    package = _fake_package(
+        tmp_path,
+        monkeypatch,
+        "fake_rules_stray",
+        {
+            "eos901_rule": _RULE_MODULE.format(id="EOS901", name="one"),
+            "helpers": "HELPER = 1\n",
+        },
+    )
+    with pytest.raises(LintError, match=r"fake_rules_stray\.helpers .*not a rule.*RULE and check"):
+        discover_rules(package)
