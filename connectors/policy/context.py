@@ -13,6 +13,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from connectors.kafka.key_policy import SOURCE
+from connectors.options import format_duration
 from connectors.policy import kafka_eos_sink, kafka_eos_source
 from connectors.policy.client_keys import (
     Client,
@@ -23,7 +25,7 @@ from connectors.policy.client_keys import (
     native_name,
 )
 from connectors.policy.errors import LintInputError
-from connectors.policy.inputs import LintInput, Timing, TopicFacts, format_duration
+from connectors.policy.inputs import LintInput, Timing, TopicFacts
 
 # Apache Kafka broker defaults (4.x), used when the broker config leaves a key unset.
 BROKER_DEFAULTS: Mapping[str, str] = {
@@ -256,7 +258,7 @@ class LintContext:
 
     def rejected_source_option(self, key: str) -> Setting | None:
         """A ``kafka.<key>`` source option the kafka-eos source refuses at startup, if set."""
-        if key not in kafka_eos_source.REJECTED:
+        if key not in SOURCE.refused:
             raise KeyError(f"the kafka-eos source does not reject kafka.{key}")
         value = self.input.source_option(f"kafka.{key}")
         return None if value is None else Setting("source option", f"kafka.{key}", value)
@@ -302,6 +304,6 @@ def _source_view(lint_input: LintInput) -> ClientView | None:
         "source consumer",
         kafka_eos_source.CLIENT,
         lint_input.consumer,
-        forced=kafka_eos_source.FORCED,
+        forced=SOURCE.forced,
         forced_by=kafka_eos_source.NAME,
     )

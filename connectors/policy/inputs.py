@@ -8,15 +8,11 @@ fire; an empty broker mapping means "a broker on Apache Kafka defaults". Configs
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from connectors.policy.client_keys import DEFAULT_CLIENT, Client, merge_configs
 from connectors.policy.errors import LintInputError
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 def config_value(value: object) -> str | None:
@@ -29,30 +25,6 @@ def config_value(value: object) -> str | None:
     if isinstance(value, int | float | str):
         return str(value)
     return None
-
-
-def parse_duration(text: str | int, *, what: str = "duration") -> int:
-    """Milliseconds from ``30s``, ``5m``, ``1h30m``, ``7d``, ``250ms`` or plain ``60000``."""
-    raw = str(text).strip().lower()
-    if raw.isdigit():
-        return int(raw)
-    parts = _DURATION_PART.findall(raw)
-    if not parts or "".join(n + u for n, u in parts) != raw:
-        raise LintInputError(
-            f"{what}: {text!r} is not a duration; use e.g. 30s, 5m, 1h, 7d, 250ms or plain ms"
-        )
-    return round(sum(float(n) * _UNIT_MS[u] for n, u in parts))
-
-
-def format_duration(ms: int) -> str:
-    """Short human form of ``ms`` (``6m10s``, ``1h``, ``250ms``) for messages."""
-    if ms < 1_000:
-        return f"{ms}ms"
-    out, rest = "", ms
-    for unit in ("d", "h", "m", "s"):
-        count, rest = divmod(rest, _UNIT_MS[unit])
-        out += f"{count}{unit}" if count else ""
-    return out + (f"{rest}ms" if rest else "")
 
 
 @dataclass(frozen=True)
@@ -141,7 +113,8 @@ class ClusterFacts:
 
 @dataclass(frozen=True)
 class ClusterSnapshot:
-    """What ``connectors.kafka.cluster_facts.read_cluster`` saw: one broker's config plus the cluster facts."""
+    """What ``connectors.kafka.cluster_facts.read_cluster`` saw: one broker's config plus the
+    cluster facts."""
 
     broker_config: Mapping[str, str]
     facts: ClusterFacts

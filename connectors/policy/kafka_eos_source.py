@@ -6,19 +6,19 @@ free-standing consumer. Its effective configuration differs from librdkafka's de
 - it reads through librdkafka (confluent-kafka), whatever ``--client`` says;
 - it only ever ``assign()``s partitions, even for ``subscribe``, so it has no group
   membership and ``max.poll.interval.ms`` never expels it;
-- it forces ``FORCED`` and refuses a ``kafka.*`` option for those keys at startup.
+- it forces ``SOURCE.forced`` and refuses a ``kafka.*`` option for those keys at startup
+  (:mod:`connectors.kafka.key_policy`, the table the source itself enforces).
 
 Linting the section as a plain consumer would flag defaults it never runs with and
-suggest fixes it rejects. Mirrors ``connectors/kafka/source/client.py`` (not imported:
-it pulls in confluent-kafka); ``tests/lint/test_lint_kafka_eos_source.py`` keeps the two
-in step.
+suggest fixes it rejects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from connectors.kafka.key_policy import SOURCE
 from connectors.policy.client_keys import Client
 
 if TYPE_CHECKING:  # context imports this module: no runtime import back
@@ -28,19 +28,6 @@ if TYPE_CHECKING:  # context imports this module: no runtime import back
 
 NAME = "the kafka-eos source"
 CLIENT: Client = "librdkafka"
-
-# What ``source_client.consumer_config`` sets whatever the options say.
-FORCED: Mapping[str, str] = {"enable.auto.commit": "false", "auto.offset.reset": "error"}
-
-# ``kafka.*`` options the source refuses at startup (SourceOptionError): what to do instead.
-REJECTED: Mapping[str, str] = {
-    "enable.auto.commit": "offsets live in the checkpoint and the source never commits them"
-    " itself; set kafka.group.id to have the driver commit completed batches for lag"
-    " monitoring",
-    "auto.offset.reset": "choose where the first run starts with the source option"
-    " startingOffsets (earliest, latest or JSON); offsets that retention deleted fail the"
-    " query while failOnDataLoss is true (its default)",
-}
 
 
 def refused_option_findings(
@@ -53,7 +40,7 @@ def refused_option_findings(
         return
     yield rule.finding(
         f"{rejected}: {NAME} refuses this option and does not start"
-        f" (it forces {key}={FORCED[key]}{consequence})",
+        f" (it forces {key}={SOURCE.forced[key]}{consequence})",
         settings=(rejected,),
-        fix=f"remove {rejected.key}: {REJECTED[key]}",
+        fix=f"remove {rejected.key}: {SOURCE.refused[key]}",
     )

@@ -52,7 +52,7 @@ from connectors.kafka.cluster_facts import LiveClusterError, read_cluster
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import TransactionLostError
 from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
-from connectors.kafka.sink.options import DeliveryGuarantee, SinkOptions
+from connectors.kafka.sink.options import DeliveryGuarantee, ExactlyOnceOptions, SinkOptions
 from connectors.kafka.sink.writer import AtLeastOnceWriter, ExactlyOnceWriter, NoGuaranteeWriter
 from connectors.policy import checked_sink_config
 from connectors.policy.inputs import Timing
@@ -81,8 +81,8 @@ def stream_writer(options: dict[str, str], schema: StructType) -> DataSourceStre
     """Pick the writer for the delivery guarantee, as Flink's ``KafkaSink`` picks its writer."""
     sink = SinkOptions.parse(options)
     check_input_schema(schema, sink.topic)
-    if sink.guarantee == DeliveryGuarantee.EXACTLY_ONCE:
-        return ExactlyOnceStreamWriter(sink)
+    if sink.exactly_once is not None:
+        return ExactlyOnceStreamWriter(sink, sink.exactly_once)
     return FlushingStreamWriter(sink)
 
 
@@ -144,16 +144,16 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
     batch's tasks just pre-committed.
     """
 
-    def __init__(self, sink: SinkOptions) -> None:
+    def __init__(self, sink: SinkOptions, exactly_once: ExactlyOnceOptions) -> None:
         self._sink = sink
-        assert sink.transactional_id_prefix
-        if sink.prefix_derived:
+        self._exactly_once = exactly_once
+        if exactly_once.prefix_derived:
             _log.info(
                 "transactionalIdPrefix not set: %r, derived from checkpointLocation %r",
-                sink.transactional_id_prefix, sink.checkpoint_location,
+                exactly_once.transactional_id_prefix, exactly_once.checkpoint_location,
             )  # fmt: skip
         self._naming = TransactionalIdNaming(
-            sink.transactional_id_prefix, owner_of(spark_query_id(sink))
+            exactly_once.transactional_id_prefix, owner_of(spark_query_id(exactly_once))
         )
         protocol, committer = self._protocol()
         try:
@@ -179,16 +179,15 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
         self._decided = frozenset(protocol.store.checkpoint_ids())
 
     def _protocol(self) -> tuple[TwoPhaseCommit, KafkaCommitter]:
-        sink = self._sink
-        assert sink.checkpoint_location is not None
+        sink, exactly_once = self._sink, self._exactly_once
         committer = KafkaCommitter(
             sink.producer_config,
             self._naming,
             sink.commit_timeout_s,
-            location=sink.checkpoint_location,
-            prefix_derived=sink.prefix_derived,
+            location=exactly_once.checkpoint_location,
+            prefix_derived=exactly_once.prefix_derived,
         )
-        store = SnapshotStore(sink.decision_location)
+        store = SnapshotStore(exactly_once.decision_location)
         protocol = TwoPhaseCommit(
             store, committer, pipeline_id=self._naming.prefix, sweeps_lingering=True
         )
@@ -220,7 +219,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Step 3, on the driver: the completion notification."""
-        plan = spark_plan_of(self._sink, batchId)
+        plan = spark_plan_of(self._exactly_once, batchId)
         committables = _committables(messages, batchId)
         protocol, committer = self._protocol()
         try:
@@ -303,34 +302,37 @@ def _committables(messages: list[WriterCommitMessage | None], batch_id: int) -> 
     return result
 
 
-def spark_plan_of(sink: SinkOptions, batch_id: int) -> str:
+def spark_plan_of(exactly_once: ExactlyOnceOptions, batch_id: int) -> str:
     """The fingerprint of Spark's ``offsets/<batch_id>``: what Spark planned for the batch."""
-    return "sha256:" + hashlib.sha256(_spark_log_entry(sink, f"offsets/{batch_id}")).hexdigest()
+    return (
+        "sha256:"
+        + hashlib.sha256(_spark_log_entry(exactly_once, f"offsets/{batch_id}")).hexdigest()
+    )
 
 
-def spark_query_id(sink: SinkOptions) -> str:
+def spark_query_id(exactly_once: ExactlyOnceOptions) -> str:
     """The id Spark gave the query in its checkpoint (``metadata``): stable across restarts,
     however the location is spelled, and different for two queries on look-alike paths of
     two clusters. The owner part of the query's transactional ids comes from it."""
-    entry = _spark_log_entry(sink, "metadata")
+    entry = _spark_log_entry(exactly_once, "metadata")
     try:
         return str(json.loads(entry)["id"])
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
-            f"option 'checkpointLocation' = {sink.checkpoint_location!r}: Spark's metadata file "
+            f"option 'checkpointLocation' = {exactly_once.checkpoint_location!r}: Spark's "
+            "metadata file "
             f"there holds {entry[:200]!r}, not a query id ({exc!r}); it was damaged or is not "
             "Spark's: restore it from a backup"
         ) from exc
 
 
-def _spark_log_entry(sink: SinkOptions, name: str) -> bytes:
+def _spark_log_entry(exactly_once: ExactlyOnceOptions, name: str) -> bytes:
     """A file of Spark's own checkpoint, e.g. ``offsets/N``, which Spark wrote before it runs
     the batch. The decisions must live on that storage, so the sink must see the file: a
     location without a scheme is the cluster's default filesystem to Spark (``fs.defaultFS``,
     often HDFS) but the driver's local disk to the sink; after a driver restart on another
     host the decisions would be gone, and a half-committed batch would run again."""
-    assert sink.checkpoint_location is not None
-    location = sink.checkpoint_location
+    location = exactly_once.checkpoint_location
     entry = f"{location.rstrip('/')}/{name}"
     logged = read_location(entry)
     if logged is None:

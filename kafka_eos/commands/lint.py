@@ -13,16 +13,10 @@ from pathlib import Path
 
 import click
 
+from connectors.options import OptionError, duration_ms, format_duration
 from connectors.policy.client_keys import CLIENTS, DEFAULT_CLIENT, Client
 from connectors.policy.errors import LintError
-from connectors.policy.inputs import (
-    TIMING_NAMES,
-    ConsumerInput,
-    LintInput,
-    Timing,
-    format_duration,
-    parse_duration,
-)
+from connectors.policy.inputs import TIMING_NAMES, ConsumerInput, LintInput, Timing
 from connectors.policy.redact import scrub, secret_values
 from connectors.policy.registry import RULES, lint_report
 from kafka_eos.commands._cluster import InputFailure
@@ -44,8 +38,8 @@ class _Duration(click.ParamType):
         if isinstance(value, int):
             return value
         try:
-            return parse_duration(str(value))
-        except LintError as exc:
+            return duration_ms(param.opts[0] if param else self.name, str(value))
+        except OptionError as exc:
             self.fail(str(exc), param, ctx)
 
 
@@ -196,7 +190,7 @@ def command(
         report = lint_report(
             lint_input.with_default_broker(), _split(select) or None, _split(ignore)
         )
-    except LintError as exc:
+    except (LintError, OptionError) as exc:
         raise InputFailure(scrub(str(exc), secrets)) from None
     print_report(report, fmt, sys.stdout)
     summary = report["summary"]

@@ -14,6 +14,8 @@ from typing import Any, cast
 
 import yaml
 
+from connectors.kafka.key_policy import SOURCE
+from connectors.options import duration_ms
 from connectors.policy.client_keys import CLIENTS, DEFAULT_CLIENT, Client, merge_configs
 from connectors.policy.errors import LintInputError
 from connectors.policy.inputs import (
@@ -24,9 +26,7 @@ from connectors.policy.inputs import (
     Timing,
     TopicFacts,
     config_value,
-    parse_duration,
 )
-from connectors.policy.kafka_eos_source import REJECTED as SOURCE_REJECTED
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _UNICODE_ESCAPE = re.compile(r"[0-9a-fA-F]{4}")
@@ -181,7 +181,7 @@ def pipeline_input(document: object, *, source: str = "<pipeline>") -> LintInput
     # The kafka-eos source refuses some kafka.* options; they stay source options, which
     # rules report, instead of passing for client config the source would run with.
     source_kafka, source_options = _split_spark(
-        _flat(doc.get("source"), f"{source}: source"), keep=SOURCE_REJECTED
+        _flat(doc.get("source"), f"{source}: source"), keep=SOURCE.refused
     )
     producer = _optional_flat(doc, "producer", source)
     consumer = _optional_flat(doc, "consumer", source)
@@ -289,7 +289,7 @@ def _timing(value: object, source: str) -> Timing:
         )
     return Timing(
         **{
-            TIMING_NAMES[name]: parse_duration(_scalar(raw, where), what=f"{where}.{name}")
+            TIMING_NAMES[name]: duration_ms(f"{where}.{name}", _scalar(raw, where))
             for name, raw in timing.items()
         }
     )

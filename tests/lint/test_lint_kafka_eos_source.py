@@ -1,9 +1,5 @@
-"""The kafka-eos source as the linter sees it stays in step with the source itself."""
+"""The kafka-eos source as the linter sees it: through librdkafka, with the settings it forces."""
 
-import pytest
-
-from connectors.kafka.source.client import consumer_config, librdkafka_config
-from connectors.kafka.source.errors import SourceOptionError
 from connectors.kafka.source.options import SourceOptions, parse_options
 from connectors.policy import LintInput, kafka_eos_source
 from connectors.policy.context import LintContext
@@ -13,22 +9,6 @@ OPTIONS = {"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"}
 
 def source_options() -> SourceOptions:
     return parse_options(OPTIONS, streaming=True)
-
-
-@pytest.mark.parametrize(("key", "value"), kafka_eos_source.FORCED.items())
-def test_forced_values_are_what_the_source_sets(key, value):
-    config = consumer_config(source_options(), "g")
-    assert str(config[key]).lower() == value
-
-
-@pytest.mark.parametrize("key", kafka_eos_source.REJECTED)
-def test_rejected_options_are_what_the_source_refuses(key):
-    with pytest.raises(SourceOptionError, match=f"kafka.{key}"):
-        librdkafka_config({**OPTIONS, f"kafka.{key}": "x"})
-
-
-def test_every_forced_key_is_refused_as_an_option():
-    assert set(kafka_eos_source.FORCED) == set(kafka_eos_source.REJECTED)
 
 
 def test_the_source_reads_through_librdkafka_with_its_default_isolation():

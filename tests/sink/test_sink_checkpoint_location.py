@@ -13,18 +13,12 @@ from pathlib import Path
 import pytest
 
 from checkpoint.errors import ConfigError
-from connectors.kafka.sink.options import SinkOptions
+from connectors.kafka.sink.options import ExactlyOnceOptions
 from connectors.spark.sink import spark_plan_of, spark_query_id
 
 
-def _sink(location: str) -> SinkOptions:
-    return SinkOptions.parse(
-        {
-            "kafka.bootstrap.servers": "b:9092",
-            "transactionalIdPrefix": "q",
-            "checkpointLocation": location,
-        }
-    )
+def _sink(location: str) -> ExactlyOnceOptions:
+    return ExactlyOnceOptions(location, "q")
 
 
 def test_the_batch_spark_logged_is_seen(tmp_path: Path) -> None:

@@ -188,8 +188,10 @@ class SparkOnModelKafka(RuleBasedStateMachine):
         """(Re)start: Spark builds the writer (which commits decided batches first), then
         replays batch N if ``commits/N`` is missing."""
         self.disk.model.revive()  # a new driver process
+        sink = SinkOptions.parse(OPTIONS)
+        assert sink.exactly_once is not None
         try:
-            self.writer = spark_sink.ExactlyOnceStreamWriter(SinkOptions.parse(OPTIONS))
+            self.writer = spark_sink.ExactlyOnceStreamWriter(sink, sink.exactly_once)
         except SimulatedCrash:
             return
         except Exception as error:

@@ -60,7 +60,7 @@ def test_kafka_keys_pass_to_librdkafka_without_prefix() -> None:
     config = consumer_config(opts, "g-executor")
     assert config["isolation.level"] == "read_uncommitted"
     assert config["group.id"] == "g-executor"
-    assert config["enable.auto.commit"] is False
+    assert config["enable.auto.commit"] == "false"
     assert config["auto.offset.reset"] == "error"
 
 

@@ -6,8 +6,10 @@ default, so a job written for Spark's sink runs unchanged: the transactional-id 
 derived from the checkpoint location (:func:`connectors.kafka.sink.naming.derived_prefix`), and the
 transaction timeout comes from the brokers at startup (``connectors.spark.sink``). Spark
 hands the options over lower-cased, so every name here is matched case-insensitively. Single
-fields are checked where they are read; the cross-field rules are in
-:meth:`SinkOptions._sanity_check`.
+fields are checked where they are read, with the project's one option grammar
+(:mod:`connectors.options`); the cross-field rules are in :meth:`SinkOptions._sanity_check`.
+What exactly-once needs is held by :class:`ExactlyOnceOptions`, whose fields are all required:
+a sink with that guarantee cannot be built without them.
 """
 
 from __future__ import annotations
@@ -18,18 +20,26 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from checkpoint.errors import ConfigError
 from connectors.kafka.client_config import kafka_python_config
+from connectors.kafka.key_policy import SINK
 from connectors.kafka.sink.naming import derived_prefix
-from connectors.policy.inputs import Timing, parse_duration
+from connectors.options import OptionError, OptionReader
+from connectors.policy.inputs import Timing
 
-# Keys Spark's Kafka sink rejects too, or that the guarantee depends on and the sink sets.
-_REJECTED_KAFKA_KEYS: Mapping[str, str] = {
-    "transactional.id": "the sink names transactions itself: set 'transactionalIdPrefix'",
-    "key.serializer": "keys are written as bytes: cast the 'key' column to string or binary",
-    "value.serializer": "values are written as bytes: cast the 'value' column to string or binary",
-}
 _STABLE_PREFIX = re.compile(r"[A-Za-z0-9._-]+")
+# Sink options that are durations (connectors.options grammar), and the Timing field of each.
+_TIMING_OPTIONS = (
+    ("triggerInterval", "trigger_interval_ms"),
+    ("maxBatchDuration", "max_batch_duration_ms"),
+    ("maxRestartTime", "max_restart_time_ms"),
+)
+
+
+class SinkOptionError(OptionError):
+    """A sink option is missing, malformed or contradicts another one."""
+
+    code = "KAFKA_EOS.SINK.INVALID_OPTION"
+    side = "sink"
 
 
 class DeliveryGuarantee(StrEnum):
@@ -39,107 +49,115 @@ class DeliveryGuarantee(StrEnum):
 
 
 @dataclass(frozen=True)
+class ExactlyOnceOptions:
+    """What exactly-once needs: where the commit decisions live, and how the transactions are
+    named. Only a sink with ``deliveryGuarantee`` exactly_once has them."""
+
+    checkpoint_location: str
+    transactional_id_prefix: str
+    prefix_derived: bool = False  # no transactionalIdPrefix: derived from checkpoint_location
+
+    @property
+    def decision_location(self) -> str:
+        return decision_location(self.checkpoint_location)
+
+
+@dataclass(frozen=True)
 class SinkOptions:
     bootstrap_servers: str
     topic: str | None
     guarantee: DeliveryGuarantee
-    transactional_id_prefix: str | None
-    checkpoint_location: str | None
-    prefix_derived: bool = False  # no transactionalIdPrefix: derived from checkpoint_location
+    exactly_once: ExactlyOnceOptions | None = None
     producer_config: dict[str, Any] = field(default_factory=dict)
     timing: Timing = field(default_factory=Timing)
     flush_timeout_s: float = 120.0
     commit_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
+        if (self.guarantee == DeliveryGuarantee.EXACTLY_ONCE) != (self.exactly_once is not None):
+            raise ValueError(f"exactly_once options go with deliveryGuarantee exactly_once: {self}")
         self._sanity_check()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
-        lowered = {k.lower(): v for k, v in options.items()}
-        producer = {k[len("kafka.") :]: v for k, v in lowered.items() if k.startswith("kafka.")}
-        for key, why in _REJECTED_KAFKA_KEYS.items():
-            if key in producer:
-                raise ConfigError(
-                    f"option 'kafka.{key}' = {producer[key]!r} is not supported: {why}"
-                )
-        bootstrap = producer.get("bootstrap.servers")
-        if not bootstrap:
-            raise ConfigError(
-                "option 'kafka.bootstrap.servers' is required, e.g. "
-                ".option('kafka.bootstrap.servers', 'broker1:9092,broker2:9092')"
-            )
-        raw_guarantee = lowered.get("deliveryguarantee", DeliveryGuarantee.EXACTLY_ONCE.value)
-        try:
-            guarantee = DeliveryGuarantee(raw_guarantee.lower())
-        except ValueError:
-            raise ConfigError(
-                f"option 'deliveryGuarantee' = {raw_guarantee!r} is not one of "
-                f"{[g.value for g in DeliveryGuarantee]}"
-            ) from None
+        read = OptionReader.of(options, SinkOptionError)
+        producer = {
+            k[len("kafka.") :]: v for k, v in read.options.items() if k.startswith("kafka.")
+        }
+        for key, value in producer.items():
+            refusal = SINK.refusal(key)
+            if refusal is not None:
+                raise SinkOptionError(f"kafka.{key}", value, refusal)
+        bootstrap = read.required(
+            "kafka.bootstrap.servers",
+            ".option('kafka.bootstrap.servers', 'broker1:9092,broker2:9092')",
+        )
+        guarantee = DeliveryGuarantee(
+            read.choice("deliveryGuarantee", [g.value for g in DeliveryGuarantee])
+        )
         timing = Timing(
             **{
-                name: parse_duration(lowered[option.lower()], what=f"option '{option}'")
-                for option, name in (
-                    ("triggerInterval", "trigger_interval_ms"),
-                    ("maxBatchDuration", "max_batch_duration_ms"),
-                    ("maxRestartTime", "max_restart_time_ms"),
-                )
-                if option.lower() in lowered
+                name: read.duration_ms(option, "")
+                for option, name in _TIMING_OPTIONS
+                if option in read
             }
         )
-        checkpoint_location = lowered.get("checkpointlocation") or None
-        prefix = lowered.get("transactionalidprefix")
-        if prefix is not None and not prefix.strip():
-            raise ConfigError(
-                f"option 'transactionalIdPrefix' = {prefix!r} is empty: remove the option to "
-                "derive a prefix from the checkpoint location, or give one"
-            )
-        derived = False
-        exactly_once = guarantee == DeliveryGuarantee.EXACTLY_ONCE
-        if prefix is None and checkpoint_location is not None and exactly_once:
-            prefix, derived = derived_prefix(checkpoint_location), True
+        exactly_once = None
+        if guarantee == DeliveryGuarantee.EXACTLY_ONCE:
+            exactly_once = _exactly_once(read)
         return cls(
             bootstrap_servers=bootstrap,
-            topic=lowered.get("topic") or None,
+            topic=read.get("topic") or None,
             guarantee=guarantee,
-            transactional_id_prefix=prefix,
-            checkpoint_location=checkpoint_location,
-            prefix_derived=derived,
+            exactly_once=exactly_once,
             producer_config=producer,
             timing=timing,
-            flush_timeout_s=_millis(lowered, "flushTimeoutMs", 120_000) / 1000,
-            commit_timeout_s=_millis(lowered, "commitTimeoutMs", 60_000) / 1000,
+            flush_timeout_s=_millis(read, "flushTimeoutMs", 120_000) / 1000,
+            commit_timeout_s=_millis(read, "commitTimeoutMs", 60_000) / 1000,
         )
 
     def _sanity_check(self) -> None:
-        if self.guarantee != DeliveryGuarantee.EXACTLY_ONCE:
+        if self.exactly_once is None:
             return
-        if not self.checkpoint_location:
-            raise ConfigError(
-                "deliveryGuarantee 'exactly_once' needs the query's checkpoint location as an "
-                "option of the writer, where the sink keeps its commit decisions: "
-                ".writeStream.option('checkpointLocation', '<path or URI>'). The session "
-                "setting spark.sql.streaming.checkpointLocation is not visible to Python sinks."
-            )
-        prefix = self.transactional_id_prefix
-        if prefix is None or not _STABLE_PREFIX.fullmatch(prefix):
-            raise ConfigError(
-                f"option 'transactionalIdPrefix' = {prefix!r} may only hold letters, digits, "
-                "'.', '_' and '-'"
-            )
         # The driver's transaction admin must be able to log in with the same credentials.
         kafka_python_config(self.producer_config)
-        if str(self.producer_config.get("enable.idempotence", "true")).lower() == "false":
-            raise ConfigError(
-                "option 'kafka.enable.idempotence' = 'false' contradicts deliveryGuarantee "
-                "'exactly_once' (transactions need the idempotent producer): remove it"
+        idempotence = str(self.producer_config.get("enable.idempotence", "true"))
+        if idempotence.lower() == "false":
+            raise SinkOptionError(
+                "kafka.enable.idempotence",
+                idempotence,
+                "it contradicts deliveryGuarantee exactly_once (transactions need the "
+                "idempotent producer): remove it",
             )
 
-    @property
-    def decision_location(self) -> str:
-        assert self.checkpoint_location is not None
-        return decision_location(self.checkpoint_location)
+
+def _exactly_once(read: OptionReader) -> ExactlyOnceOptions:
+    """The checkpoint location is required; the prefix is derived from it when not given."""
+    checkpoint_location = read.get("checkpointLocation") or None
+    if checkpoint_location is None:
+        raise SinkOptionError(
+            "checkpointLocation",
+            None,
+            "deliveryGuarantee exactly_once needs the query's checkpoint location as an option "
+            "of the writer, where the sink keeps its commit decisions: "
+            ".writeStream.option('checkpointLocation', '<path or URI>'). The session setting "
+            "spark.sql.streaming.checkpointLocation is not visible to Python sinks",
+        )
+    prefix = read.get("transactionalIdPrefix")
+    if prefix is None:
+        return ExactlyOnceOptions(checkpoint_location, derived_prefix(checkpoint_location), True)
+    if not prefix.strip():
+        raise SinkOptionError(
+            "transactionalIdPrefix",
+            prefix,
+            "it is empty: remove the option to derive a prefix from the checkpoint location, "
+            "or give one",
+        )
+    if not _STABLE_PREFIX.fullmatch(prefix):
+        raise SinkOptionError(
+            "transactionalIdPrefix", prefix, "it may only hold letters, digits, '.', '_' and '-'"
+        )
+    return ExactlyOnceOptions(checkpoint_location, prefix)
 
 
 def decision_location(checkpoint_location: str) -> str:
@@ -148,11 +166,6 @@ def decision_location(checkpoint_location: str) -> str:
     return f"{checkpoint_location.rstrip('/')}/kafka-eos-sink"
 
 
-def _millis(lowered: Mapping[str, str], key: str, default: int) -> int:
-    """``key`` as documented (it names the option in errors), looked up lower-cased."""
-    raw = lowered.get(key.lower())
-    if raw is None:
-        return default
-    if not raw.isdigit() or int(raw) <= 0:
-        raise ConfigError(f"option '{key}' = {raw!r} must be a positive number of milliseconds")
-    return int(raw)
+def _millis(read: OptionReader, name: str, default: int) -> int:
+    value = read.positive_int(name, example=str(default))
+    return default if value is None else value

@@ -3,7 +3,7 @@
 Spark passes ``kafka.*`` options to the Java consumer; here they go to librdkafka
 (confluent-kafka) without the prefix, so they must use librdkafka's names. Keys that Spark
 rejects, keys the source must own, and Java-only keys that librdkafka lacks fail up front,
-each with what to use instead.
+each with what to use instead (:mod:`connectors.kafka.key_policy`).
 
 >>> librdkafka_config({"kafka.security.protocol": "SSL", "kafka.group.id": "g", "subscribe": "t"})
 {'security.protocol': 'SSL'}
@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from checkpoint.deadline import Clock, Deadline
 from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
+from connectors.kafka.key_policy import SOURCE
 from connectors.kafka.source.errors import SourceOptionError
 from connectors.kafka.source.offsets import PartitionKey, describe
 
@@ -31,35 +32,6 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
-
-# Kafka keys Spark rejects, plus the two the source must own; each with what to do instead.
-_REJECTED = {
-    "auto.offset.reset": "set the source option startingOffsets (earliest, latest or JSON) "
-    "instead; offsets that are gone are handled by failOnDataLoss",
-    "enable.auto.commit": "offsets live in Spark's checkpoint and tasks never commit; set "
-    "kafka.group.id to have the driver commit completed batches for lag monitoring",
-    "key.deserializer": "keys are always read as bytes (a binary column); deserialize them "
-    "with DataFrame operations, e.g. CAST(key AS STRING)",
-    "value.deserializer": "values are always read as bytes (a binary column); deserialize them "
-    "with DataFrame operations, e.g. CAST(value AS STRING) or from_json",
-    "interceptor.classes": "interceptors are JVM classes and this source reads through "
-    "librdkafka (confluent-kafka); remove the option",
-    "enable.auto.offset.store": "the source sets it (false); remove the option",
-    "enable.partition.eof": "the source sets it; remove the option",
-}
-
-# Java-client keys that librdkafka does not know, with the librdkafka way to say the same.
-_JAVA_ONLY = {
-    "sasl.jaas.config": "librdkafka has no JAAS: use kafka.sasl.mechanism with "
-    "kafka.sasl.username and kafka.sasl.password (or kafka.sasl.oauthbearer.*)",
-    "ssl.truststore.location": "use kafka.ssl.ca.location with a PEM file",
-    "ssl.truststore.password": "use kafka.ssl.ca.location with a PEM file (no password)",
-    "ssl.truststore.type": "use kafka.ssl.ca.location with a PEM file",
-    "max.poll.records": "the source sizes its own batches; remove the option",
-    "fetch.max.wait.ms": "librdkafka calls it kafka.fetch.wait.max.ms",
-    "receive.buffer.bytes": "librdkafka calls it kafka.socket.receive.buffer.bytes",
-    "send.buffer.bytes": "librdkafka calls it kafka.socket.send.buffer.bytes",
-}
 
 # Errors a later attempt can overcome, beyond those librdkafka flags as retriable.
 _TRANSIENT = frozenset(
@@ -92,10 +64,6 @@ _GONE_ONE_BROKER_S = 30.0
 # Since when each key has been found absent at every check in this process without a second
 # broker to agree (a key shown present at any check is forgotten).
 _absent_since: dict[PartitionKey, float] = {}
-# Read by the source itself (SourceOptions fields), not passed on to librdkafka.
-_SOURCE_KEYS = frozenset(
-    {"bootstrap.servers", "group.id", "isolation.level", "default.api.timeout.ms"}
-)
 
 
 def librdkafka_config(opts: Mapping[str, str]) -> dict[str, str]:
@@ -105,11 +73,10 @@ def librdkafka_config(opts: Mapping[str, str]) -> dict[str, str]:
         if not key.startswith("kafka."):
             continue
         name = key[len("kafka.") :]
-        if name in _REJECTED:
-            raise SourceOptionError(key, value, f"it is not supported: {_REJECTED[name]}")
-        if name in _JAVA_ONLY:
-            raise SourceOptionError(key, value, f"it is a Java-client key: {_JAVA_ONLY[name]}")
-        if name not in _SOURCE_KEYS:
+        refusal = SOURCE.refusal(name)
+        if refusal is not None:
+            raise SourceOptionError(key, value, refusal)
+        if name not in SOURCE.own:
             config[name] = value
     return config
 
@@ -121,11 +88,7 @@ def consumer_config(options: SourceOptions, group_id: str) -> dict[str, object]:
         "bootstrap.servers": options.bootstrap_servers,
         "group.id": group_id,
         "isolation.level": options.isolation_level,
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "enable.partition.eof": False,
-        # An out-of-range start must surface as an error (data loss), never a silent reset.
-        "auto.offset.reset": "error",
+        **SOURCE.forced,
     }
 
 

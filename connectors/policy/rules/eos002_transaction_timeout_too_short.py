@@ -58,9 +58,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from connectors.options import format_duration
 from connectors.policy.context import LintContext
 from connectors.policy.findings import Finding
-from connectors.policy.inputs import format_duration
 from connectors.policy.kafka_eos_sink import SAFETY_FACTOR
 from connectors.policy.rule import RuleMeta
 

@@ -54,9 +54,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from connectors.options import format_duration
 from connectors.policy.context import LintContext
 from connectors.policy.findings import Finding
-from connectors.policy.inputs import format_duration
 from connectors.policy.rule import RuleMeta
 
 RULE = RuleMeta(id="EOS009", name="transactional-id-expiration-too-short", severity="error")

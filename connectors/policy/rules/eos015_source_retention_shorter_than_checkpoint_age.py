@@ -57,9 +57,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from connectors.options import format_duration
 from connectors.policy.context import LintContext, Setting
 from connectors.policy.findings import Finding
-from connectors.policy.inputs import format_duration
 from connectors.policy.rule import RuleMeta
 
 RULE = RuleMeta(id="EOS015", name="source-retention-shorter-than-checkpoint-age", severity="error")
