@@ -1,4 +1,6 @@
-"""Helpers for the source's integration tests: produce records, run a query, collect batches.
+"""Helpers for the source's integration tests: produce records, run a query, collect batches,
+read a range without Spark, change a topic under the reader (delete records or the topic, add
+partitions) and wait for a condition.
 
 Keys are record numbers as text, so a test can count per key: each committed key must reach
 exactly one micro-batch, and a batch Spark replays after a restart must hold the same keys.
@@ -7,23 +9,32 @@ exactly one micro-batch, and a batch Spark replays after a restart must hold the
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from connectors.kafka.source.offset_reader import KafkaOffsetReader
 from connectors.kafka.source.options import parse_options
+from connectors.kafka.source.range_reader import read_range
+from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark import register
+from connectors.spark.source import source_schema
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+    from connectors.kafka.client_pool import ConsumerPool
 
 QUERY_TIMEOUT_S = 180
 
@@ -120,10 +131,11 @@ def start_stream(
     sink: Batches,
     *,
     available_now: bool = True,
+    source_format: str = "kafka-eos",
 ) -> StreamingQuery:
-    """Start ``readStream.format("kafka-eos")`` into ``sink`` with this checkpoint."""
+    """Start ``readStream.format(source_format)`` into ``sink`` with this checkpoint."""
     writer = (
-        spark.readStream.format("kafka-eos")
+        spark.readStream.format(source_format)
         .options(**options)
         .load()
         .writeStream.foreachBatch(sink)
@@ -211,3 +223,72 @@ def latest_offsets(bootstrap: str, topic: str, isolation: str) -> dict[tuple[str
         return reader.latest(reader.partitions())
     finally:
         reader.close()
+
+
+def range_batches(
+    options: Mapping[str, str],
+    piece: OffsetRange,
+    *,
+    streaming: bool = True,
+    group_id: str | None = None,
+    pool: ConsumerPool | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The Arrow batches of ``read_range`` over ``piece``, as a task reads them without Spark:
+    ``options`` are the source's; a new group and the worker's pool unless given."""
+    schema = to_arrow_schema(source_schema(dict(options)), timezone="UTC")
+    parsed = parse_options(dict(options), streaming=streaming)
+    group = group_id or f"g-{uuid.uuid4()}"
+    if pool is None:
+        return read_range(piece, parsed, group, schema)
+    return read_range(piece, parsed, group, schema, pool=pool)
+
+
+def offsets_of(batches: Iterable[pa.RecordBatch]) -> list[int]:
+    """The offsets of ``read_range``'s batches, in order."""
+    return [o for batch in batches for o in batch.column("offset").to_pylist()]
+
+
+def delete_records_below(bootstrap: str, topic: str, offset: int, partition: int = 0) -> int:
+    """Delete the partition's records below ``offset`` (its log start moves there, as with
+    retention); the low watermark the broker answers."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    [future] = admin.delete_records([TopicPartition(topic, partition, offset)]).values()
+    return future.result(timeout=30).low_watermark
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """Delete ``topic``; the broker completes the deletion asynchronously."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics([topic]).values():
+        future.result(timeout=30)
+
+
+def add_partitions(bootstrap: str, topic: str, count: int) -> None:
+    """Grow ``topic`` to ``count`` partitions and wait until the broker's metadata shows them:
+    a record sent to a partition its producer does not know yet fails."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_partitions([NewPartitions(topic, count)]).values():
+        future.result(timeout=30)
+    deadline = time.monotonic() + 30
+    while len(admin.list_topics(topic, timeout=10).topics[topic].partitions) < count:
+        assert time.monotonic() < deadline, f"{topic} never showed {count} partitions"
+        time.sleep(0.2)
+
+
+def wait_until(
+    condition: Callable[[], object],
+    failure: str | Callable[[], str],
+    *,
+    query: StreamingQuery | None = None,
+    interval_s: float = 0.2,
+) -> None:
+    """Poll ``condition`` every ``interval_s`` for up to ``QUERY_TIMEOUT_S``; fail with
+    ``failure`` (a text, or a function giving it when the time is up). With ``query``, fail
+    at once if the query has failed."""
+    deadline = time.monotonic() + QUERY_TIMEOUT_S
+    while not condition():
+        if query is not None:
+            error = query.exception()
+            assert error is None, f"query failed: {error}"
+        assert time.monotonic() < deadline, failure if isinstance(failure, str) else failure()
+        time.sleep(interval_s)

@@ -13,15 +13,14 @@ exactly the partitions"), on every restart.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.sql import SparkSession
 
 from integration_tests.source.conftest import (
     Batches,
+    add_partitions,
     produce,
     run_to_end,
     run_to_failure,
@@ -46,17 +45,6 @@ def _starts(topic: str) -> dict[str, tuple[dict[str, str], range]]:
     }
 
 
-def _add_partition(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_partitions([NewPartitions(topic, 3)]).values():
-        future.result(timeout=30)
-    # A record sent to a partition its producer does not know yet fails.
-    deadline = time.monotonic() + 30
-    while len(admin.list_topics(topic, timeout=10).topics[topic].partitions) < 3:
-        assert time.monotonic() < deadline, f"{topic} never showed 3 partitions"
-        time.sleep(0.2)
-
-
 def _logged_end(checkpoint: Path, batch: int) -> dict:
     return json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[-1])
 
@@ -78,7 +66,7 @@ def test_a_crash_in_batch_0_then_new_partitions_replays_batch_0_over_its_logged_
     assert set(_logged_end(checkpoint, 0)[topic]) == {"0", "1"}
 
     # While the query is down: a third partition, records in it and in an old one.
-    _add_partition(bootstrap, topic)
+    add_partitions(bootstrap, topic, 3)
     produce(bootstrap, topic, range(100, 150), partition=2)
     produce(bootstrap, topic, range(150, 170), partition=0)
 

@@ -18,18 +18,19 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
-from pyspark.sql.pandas.types import to_arrow_schema
+from confluent_kafka import Producer
 
 from connectors.kafka.client_pool import ConsumerPool
 from connectors.kafka.source import range_reader
 from connectors.kafka.source.errors import DataLossError
-from connectors.kafka.source.options import parse_options
-from connectors.kafka.source.range_reader import read_range
 from connectors.kafka.source.ranges import OffsetRange
-from connectors.spark.source import source_schema
-from integration_tests.source.conftest import produce, transaction
+from integration_tests.source.conftest import (
+    delete_records_below,
+    offsets_of,
+    produce,
+    range_batches,
+    transaction,
+)
 from kafka_eos.cluster import KafkaCluster
 
 pytestmark = [pytest.mark.kafka]
@@ -61,14 +62,12 @@ def ranges(
 ) -> Callable[..., Iterator[pa.RecordBatch]]:
     """``batches(start, end, partition=0)``: the batches of ``read_range`` through ``pool``,
     as a task's iterator (Spark may close it early)."""
-    opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, **extra}
-    options = parse_options(opts, streaming=True)
-    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, **extra}
     group_id = group or f"g-{uuid.uuid4()}"
 
     def batches(start: int, end: int, partition: int = 0) -> Iterator[pa.RecordBatch]:
         piece = OffsetRange(topic, partition, start, end)
-        return read_range(piece, options, group_id, schema, pool=pool)
+        return range_batches(options, piece, group_id=group_id, pool=pool)
 
     return batches
 
@@ -80,7 +79,7 @@ def reader(
     batches = ranges(bootstrap, topic, pool, group=group, **extra)
 
     def read(start: int, end: int, partition: int = 0) -> list[int]:
-        return [o for b in batches(start, end, partition) for o in b.column("offset").to_pylist()]
+        return offsets_of(batches(start, end, partition))
 
     return read
 
@@ -143,7 +142,7 @@ def test_a_failed_read_closes_its_consumer_instead_of_handing_it_on(
 ) -> None:
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
     produce(bootstrap, topic, range(200), partition=0)
-    delete_below(bootstrap, topic, 100)
+    delete_records_below(bootstrap, topic, 100)
     opened, pool = Opened(monkeypatch), ConsumerPool()
     read = reader(bootstrap, topic, pool, group="g-failing", failOnDataLoss="true")
     with pytest.raises(DataLossError, match=r"offsets \[0, 100\)"):
@@ -206,13 +205,6 @@ def test_a_consumer_given_back_fetches_nothing_past_its_range(
     pool.close()
 
 
-def delete_below(bootstrap: str, topic: str, offset: int) -> None:
-    """Delete partition 0's records below ``offset`` (its log start moves there)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_records([TopicPartition(topic, 0, offset)]).values():
-        future.result(timeout=30)
-
-
 def produce_large(bootstrap: str, topic: str, *, records: int, size: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     for n in range(records):
@@ -229,7 +221,7 @@ def test_a_consumer_that_saw_a_loss_is_closed_not_kept(
     metadata of the log that was (a recreated topic's leader epoch), so it is not kept."""
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
     produce(bootstrap, topic, range(200), partition=0)
-    delete_below(bootstrap, topic, 100)
+    delete_records_below(bootstrap, topic, 100)
     opened, pool = Opened(monkeypatch), ConsumerPool()
     read = reader(bootstrap, topic, pool, group="g-lossy", failOnDataLoss="false")
     assert read(0, 200) == list(range(100, 200))

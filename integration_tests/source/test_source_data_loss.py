@@ -8,13 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
 from integration_tests.source.conftest import (
     Batches,
     batch_frame,
+    delete_records_below,
     keys_of,
     options_for,
     produce,
@@ -27,12 +26,6 @@ from kafka_eos.cluster import KafkaCluster
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
-def _delete_before(bootstrap: str, topic: str, offset: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_records([TopicPartition(topic, 0, offset)]).values():
-        future.result(timeout=30)
-
-
 def test_truncated_offsets_fail_then_are_skipped_when_allowed(
     source_spark: SparkSession, kafka: KafkaCluster, topic_factory, checkpoint: Path
 ) -> None:
@@ -41,7 +34,7 @@ def test_truncated_offsets_fail_then_are_skipped_when_allowed(
     produce(bootstrap, topic, range(100))
     run_to_end(start_stream(source_spark, options_for(bootstrap, topic), checkpoint, sink))
     produce(bootstrap, topic, range(100, 200))
-    _delete_before(bootstrap, topic, 150)
+    delete_records_below(bootstrap, topic, 150)
 
     error = run_to_failure(
         start_stream(source_spark, options_for(bootstrap, topic), checkpoint, sink)
@@ -59,7 +52,7 @@ def test_batch_read_of_a_truncated_start(
 ) -> None:
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
     produce(bootstrap, topic, range(50))
-    _delete_before(bootstrap, topic, 20)
+    delete_records_below(bootstrap, topic, 20)
     start = json.dumps({topic: {"0": 5}})
     with pytest.raises(Exception, match=rf"offsets \[5, 20\) of {topic}-0 are no longer"):
         batch_frame(source_spark, bootstrap, topic, startingOffsets=start).collect()

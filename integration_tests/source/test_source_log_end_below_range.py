@@ -17,25 +17,23 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.error import KafkaException
 from pyspark.sql import SparkSession
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from connectors.kafka.source import range_reader
 from connectors.kafka.source.errors import DataLossError
-from connectors.kafka.source.options import parse_options
-from connectors.kafka.source.range_reader import read_range
 from connectors.kafka.source.ranges import OffsetRange
-from connectors.spark.source import source_schema
 from integration_tests.source.conftest import (
     Batches,
+    delete_topic,
+    offsets_of,
     options_for,
     produce,
+    range_batches,
     run_to_end,
     run_to_failure,
     start_stream,
@@ -54,9 +52,8 @@ _LOSS_LOGGER = "connectors.kafka.source.errors"
 
 def _recreate(bootstrap: str, topic: str, records: int) -> None:
     """Delete ``topic`` and create it again (one partition) holding ``records`` records."""
+    delete_topic(bootstrap, topic)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_topics([topic]).values():
-        future.result(timeout=30)
     deadline = time.monotonic() + 60
     while True:  # the deletion completes asynchronously: "already exists" until it has
         try:
@@ -77,14 +74,7 @@ def _read(bootstrap: str, topic: str, fail_on_data_loss: str, end: int = 100) ->
         "failOnDataLoss": fail_on_data_loss,
         "kafkaConsumer.pollTimeoutMs": str(_POLL_TIMEOUT_MS),
     }
-    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
-    batches = read_range(
-        OffsetRange(topic, 0, 0, end),
-        parse_options(opts, streaming=True),
-        f"g-{uuid.uuid4()}",
-        schema,
-    )
-    return [o for batch in batches for o in batch.column("offset").to_pylist()]
+    return offsets_of(range_batches(opts, OffsetRange(topic, 0, 0, end)))
 
 
 def test_a_range_past_a_recreated_topic_end_fails_with_failOnDataLoss(

@@ -4,22 +4,22 @@ one whose log start is high shares ``maxOffsetsPerTrigger`` from there, as in Sp
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import SparkSession
 
 from integration_tests.source.conftest import (
-    QUERY_TIMEOUT_S,
     Batches,
+    add_partitions,
+    delete_records_below,
     options_for,
     produce,
     run_to_end,
     start_stream,
+    wait_until,
 )
 from kafka_eos.cluster import KafkaCluster
 
@@ -27,20 +27,11 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
 def _wait_for(sink: Batches, expected: set[int]) -> None:
-    deadline = time.monotonic() + QUERY_TIMEOUT_S
-    while set(sink.counts()) != expected:
-        missing = sorted(expected - set(sink.counts()))[:10]
-        assert time.monotonic() < deadline, f"never delivered: {missing}"
-        time.sleep(0.5)
-
-
-def _wait_for_partitions(admin: AdminClient, topic: str, count: int) -> None:
-    """Wait until the broker's metadata shows ``count`` partitions of ``topic``: a record sent
-    to a partition its producer does not know yet fails, and would never be delivered."""
-    deadline = time.monotonic() + 30
-    while len(admin.list_topics(topic, timeout=10).topics[topic].partitions) < count:
-        assert time.monotonic() < deadline, f"{topic} never showed {count} partitions"
-        time.sleep(0.2)
+    wait_until(
+        lambda: set(sink.counts()) == expected,
+        lambda: f"never delivered: {sorted(expected - set(sink.counts()))[:10]}",
+        interval_s=0.5,
+    )
 
 
 def _create(admin: AdminClient, name: str) -> None:
@@ -66,9 +57,7 @@ def test_added_partitions_and_new_matching_topics_start_at_earliest(
         produce(bootstrap, f"{prefix}-a", range(50))
         _wait_for(sink, set(range(50)))
 
-        for future in admin.create_partitions([NewPartitions(f"{prefix}-a", 3)]).values():
-            future.result(timeout=30)
-        _wait_for_partitions(admin, f"{prefix}-a", 3)
+        add_partitions(bootstrap, f"{prefix}-a", 3)
         produce(bootstrap, f"{prefix}-a", range(50, 100), partition=1)
         produce(bootstrap, f"{prefix}-a", range(100, 150), partition=2)
         _wait_for(sink, set(range(150)))
@@ -92,7 +81,6 @@ def test_a_new_partition_with_a_high_log_start_is_rate_limited_from_there(
     The deleted head is reported once, at planning, as Spark does, hence
     ``failOnDataLoss=false``; every record that still exists is read exactly once."""
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     options = options_for(bootstrap, topic, maxOffsetsPerTrigger="40", failOnDataLoss="false")
     produce(bootstrap, topic, range(10), partition=0)
     sink = Batches()
@@ -100,12 +88,9 @@ def test_a_new_partition_with_a_high_log_start_is_rate_limited_from_there(
     assert sink.counts() == dict.fromkeys(range(10), 1)
     first_new_batch = max(sink.by_id) + 1
 
-    for future in admin.create_partitions([NewPartitions(topic, 2)]).values():
-        future.result(timeout=30)
-    _wait_for_partitions(admin, topic, 2)
+    add_partitions(bootstrap, topic, 2)
     produce(bootstrap, topic, range(1000, 2000), partition=1)
-    for future in admin.delete_records([TopicPartition(topic, 1, 1000)]).values():
-        assert future.result(timeout=30).low_watermark == 1000
+    assert delete_records_below(bootstrap, topic, 1000, partition=1) == 1000
     produce(bootstrap, topic, range(2000, 2100), partition=1)
     produce(bootstrap, topic, range(3000, 3300), partition=0)
 

@@ -3,7 +3,6 @@ maxTriggerDelay holds batches back, and Trigger.AvailableNow stops at the end it
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -14,7 +13,6 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 from integration_tests.source.conftest import (
-    QUERY_TIMEOUT_S,
     Batches,
     every_trigger_reported,
     offset_total,
@@ -22,6 +20,7 @@ from integration_tests.source.conftest import (
     produce,
     run_to_end,
     start_stream,
+    wait_until,
 )
 from kafka_eos.cluster import KafkaCluster
 
@@ -159,9 +158,4 @@ def _planned_by(progress: StreamingQueryProgress) -> float:
 
 
 def _wait(query: StreamingQuery, condition: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + QUERY_TIMEOUT_S
-    while not condition():
-        error = query.exception()
-        assert error is None, f"query failed: {error}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+    wait_until(condition, f"timed out waiting for {what}", query=query)

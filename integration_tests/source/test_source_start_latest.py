@@ -24,6 +24,7 @@ from integration_tests.source.conftest import (
     Batches,
     run_to_failure,
     start_stream,
+    wait_until,
 )
 from kafka_eos.cluster import KafkaCluster
 
@@ -92,17 +93,11 @@ def _pinned_start(checkpoint: Path, topic: str) -> int:
 
 
 def _wait_for_batches(sink: Batches, count: int) -> None:
-    deadline = time.monotonic() + QUERY_TIMEOUT_S
-    while len(sink.by_id) < count:
-        assert time.monotonic() < deadline, f"only batches {sorted(sink.by_id)} ran"
-        time.sleep(0.2)
+    wait_until(lambda: len(sink.by_id) >= count, lambda: f"only batches {sorted(sink.by_id)} ran")
 
 
 def _wait_for_key(sink: Batches, last: int) -> None:
-    deadline = time.monotonic() + QUERY_TIMEOUT_S
-    while last not in sink.counts():
-        assert time.monotonic() < deadline, f"key {last} never delivered"
-        time.sleep(0.2)
+    wait_until(lambda: last in sink.counts(), f"key {last} never delivered")
 
 
 def test_records_produced_while_the_query_starts_are_not_skipped(

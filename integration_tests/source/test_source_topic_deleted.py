@@ -13,15 +13,13 @@ Kafka; no Spark needed (``test_source_transient_unknown.py`` runs the lies throu
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Message
-from confluent_kafka.admin import AdminClient, ClusterMetadata
-from pyspark.sql.pandas.types import to_arrow_schema
+from confluent_kafka.admin import ClusterMetadata
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from connectors.kafka.source import client as source_client
@@ -29,11 +27,10 @@ from connectors.kafka.source import range_reader
 from connectors.kafka.source.client import confirmed_absent, open_consumer
 from connectors.kafka.source.errors import DataLossError
 from connectors.kafka.source.options import parse_options
-from connectors.kafka.source.range_reader import read_range
 from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark.source import KafkaStreamReader, source_schema
 from integration_tests.conftest import create_topic
-from integration_tests.source.conftest import produce
+from integration_tests.source.conftest import delete_topic, offsets_of, produce, range_batches
 from integration_tests.source.lying_metadata import LyingConsumer, told
 from kafka_eos.cluster import KafkaCluster
 
@@ -58,9 +55,7 @@ class _DeletedAfterTheLastRecord:
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
         if self._read_last and self.deleted_at_position is None:
-            admin = AdminClient({"bootstrap.servers": self._bootstrap})
-            for future in admin.delete_topics([self._topic]).values():
-                future.result(timeout=30)
+            delete_topic(self._bootstrap, self._topic)
             [where] = self._consumer.position(self._consumer.assignment())
             self.deleted_at_position = where.offset
         messages = self._consumer.consume(num_messages, timeout=timeout)
@@ -80,8 +75,6 @@ def _read_while_deleted(
         "failOnDataLoss": fail_on_data_loss,
         "kafkaConsumer.pollTimeoutMs": str(_POLL_TIMEOUT_MS),
     }
-    options = parse_options(opts, streaming=False)
-    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
     real = range_reader.open_consumer
     reader: list[_DeletedAfterTheLastRecord] = []
 
@@ -94,8 +87,7 @@ def _read_while_deleted(
     monkeypatch.setattr(range_reader, "open_consumer", open_reading_consumer)
     started = time.monotonic()
     try:
-        batches = read_range(OffsetRange(topic, 0, 0, 200), options, f"g-{uuid.uuid4()}", schema)
-        return [o for batch in batches for o in batch.column("offset").to_pylist()]
+        return offsets_of(range_batches(opts, OffsetRange(topic, 0, 0, 200), streaming=False))
     finally:
         elapsed = time.monotonic() - started
         # The fault struck where it should: after the reader's position passed every record.
@@ -143,13 +135,7 @@ def test_one_unknown_answer_during_a_read_is_not_a_deletion(
         "subscribe": topic,
         "failOnDataLoss": fail_on_data_loss,
     }
-    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
-    batches = read_range(
-        OffsetRange(topic, 0, 0, 500),
-        parse_options(opts, streaming=False),
-        f"g-{uuid.uuid4()}",
-        schema,
-    )
+    batches = range_batches(opts, OffsetRange(topic, 0, 0, 500), streaming=False)
     keys = [int(k) for b in batches for k in b.column("key").to_pylist()]
     assert len(told(str(switch))) == 2, told(str(switch))  # the error, one metadata answer
     assert Counter(keys) == Counter(range(500))
@@ -174,9 +160,7 @@ def test_a_topic_deleted_between_triggers_is_confirmed_then_data_loss(
         start = stream.initialOffset()
         end = stream.latestOffset(start, ReadAllAvailable())
         assert sum(end[topic].values()) == 100
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        for future in admin.delete_topics([topic]).values():
-            future.result(timeout=30)
+        delete_topic(bootstrap, topic)
         started = time.monotonic()
         after = stream.latestOffset(end, ReadAllAvailable())
         assert time.monotonic() - started >= source_client._GONE_CONFIRM_S
@@ -223,9 +207,7 @@ def test_a_deletion_on_several_brokers_is_confirmed_by_two_of_them(kafka_factory
     keys = [(topic, 0), (topic, 1)]
     try:
         assert confirmed_absent(main, keys, connect) == set()  # type: ignore[arg-type]
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        for future in admin.delete_topics([topic]).values():
-            future.result(timeout=30)
+        delete_topic(bootstrap, topic)
         # Right after the deletion a broker may still show the topic, which clears it: the
         # driver asks again at its next trigger, a task at its next stall check.
         deadline = time.monotonic() + 30

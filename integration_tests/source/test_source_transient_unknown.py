@@ -12,7 +12,6 @@ Kafka's. The check is the exact count of every record in the query's output.
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from itertools import pairwise
 from pathlib import Path
@@ -22,11 +21,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from integration_tests.source.conftest import (
-    QUERY_TIMEOUT_S,
     Batches,
     every_trigger_reported,
     offset_total,
     produce,
+    start_stream,
+    wait_until,
 )
 from integration_tests.source.lying_metadata import LyingKafkaSource, told
 from kafka_eos.cluster import KafkaCluster
@@ -35,23 +35,18 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
 def _wait_for(query: StreamingQuery, sink: Batches, expected: set[int]) -> None:
-    deadline = time.monotonic() + QUERY_TIMEOUT_S
-    while not expected <= set(sink.counts()):
-        error = query.exception()
-        assert error is None, f"query failed: {error}"
-        assert time.monotonic() < deadline, (
-            f"never delivered: {sorted(expected - set(sink.counts()))[:10]}"
-        )
-        time.sleep(0.5)
+    wait_until(
+        lambda: expected <= set(sink.counts()),
+        lambda: f"never delivered: {sorted(expected - set(sink.counts()))[:10]}",
+        query=query,
+        interval_s=0.5,
+    )
 
 
 def _wait_until_claimed(query: StreamingQuery, switch: Path) -> None:
-    deadline = time.monotonic() + QUERY_TIMEOUT_S
-    while switch.exists():
-        error = query.exception()
-        assert error is None, f"query failed: {error}"
-        assert time.monotonic() < deadline, f"the lie armed by {switch.name} was never told"
-        time.sleep(0.2)
+    wait_until(
+        lambda: not switch.exists(), f"the lie armed by {switch.name} was never told", query=query
+    )
 
 
 def _wait_until_settled(query: StreamingQuery, log_end: int) -> None:
@@ -69,12 +64,7 @@ def _wait_until_settled(query: StreamingQuery, log_end: int) -> None:
             for source in progress["sources"]
         )
 
-    deadline = time.monotonic() + QUERY_TIMEOUT_S
-    while not settled():
-        error = query.exception()
-        assert error is None, f"query failed: {error}"
-        assert time.monotonic() < deadline, f"never settled at {log_end}: {query.lastProgress}"
-        time.sleep(0.2)
+    wait_until(settled, lambda: f"never settled at {log_end}: {query.lastProgress}", query=query)
 
 
 def _subscription(kind: str, topic: str) -> dict[str, str]:
@@ -119,14 +109,13 @@ def test_one_unknown_answer_neither_loses_nor_duplicates(
     }
     sink = Batches()
     with every_trigger_reported(source_spark):
-        query = (
-            source_spark.readStream.format("kafka-eos-lying")
-            .options(**options)
-            .load()
-            .writeStream.foreachBatch(sink)
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(processingTime="500 milliseconds")
-            .start()
+        query = start_stream(
+            source_spark,
+            options,
+            checkpoint,
+            sink,
+            available_now=False,
+            source_format="kafka-eos-lying",
         )
     try:
         produce(bootstrap, topic, range(0, 300, 2), partition=0)
