@@ -120,29 +120,27 @@ def test_discovery_orders_by_id_and_skips_private_modules(tmp_path, monkeypatch)
     assert found["EOS901"].doc == "A fake rule."
 
 
-def test_discovery_refuses_a_duplicate_id(tmp_path, monkeypatch):
-    package = _fake_package(
-        tmp_path,
-        monkeypatch,
-        "fake_rules_duplicate",
-        {
-            "eos901_one": _RULE_MODULE.format(id="EOS901", name="one"),
-            "eos901_two": _RULE_MODULE.format(id="EOS901", name="two"),
-        },
-    )
-    with pytest.raises(LintError, match=r"duplicate rule id EOS901: declared by .*eos901_one"):
-        discover_rules(package)
-
-
-def test_discovery_refuses_a_module_that_is_not_a_rule(tmp_path, monkeypatch):
-    package = _fake_package(
-        tmp_path,
-        monkeypatch,
-        "fake_rules_stray",
-        {
-            "eos901_rule": _RULE_MODULE.format(id="EOS901", name="one"),
-            "helpers": "HELPER = 1\n",
-        },
-    )
-    with pytest.raises(LintError, match=r"fake_rules_stray\.helpers .*not a rule.*RULE and check"):
+@pytest.mark.parametrize(
+    ("name", "second", "error"),
+    [
+        (
+            "fake_rules_duplicate",
+            ("eos901_two", _RULE_MODULE.format(id="EOS901", name="two")),
+            r"duplicate rule id EOS901: declared by fake_rules_duplicate\.eos901_one and ",
+        ),
+        (
+            "fake_rules_stray",
+            ("helpers", "HELPER = 1\n"),
+            r"fake_rules_stray\.helpers is in the rules package but is not a rule: "
+            r"it lacks RULE and check",
+        ),
+    ],
+    ids=["duplicate-id", "not-a-rule"],
+)
+def test_discovery_refuses_a_duplicate_id_or_a_module_that_is_not_a_rule(
+    tmp_path, monkeypatch, name, second, error
+):
+    first = ("eos901_one", _RULE_MODULE.format(id="EOS901", name="one"))
+    package = _fake_package(tmp_path, monkeypatch, name, dict([first, second]))
+    with pytest.raises(LintError, match=error):
         discover_rules(package)
