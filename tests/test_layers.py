@@ -45,7 +45,8 @@ def offending(paths: list[Path], forbidden: tuple[str, ...]) -> dict[str, list[s
 @pytest.mark.parametrize(
     ("where", "forbidden"),
     [
-        (("checkpoint",), ("connectors", "kafka_eos")),
+        # The engine-neutral core: no Kafka, no Spark, nothing above it.
+        (("checkpoint",), ("connectors", "kafka_eos", *CLIENTS, "py4j")),
         (("connectors",), ("kafka_eos",)),
         (("connectors", "policy"), CLIENTS),
         (("connectors", "kafka", "key_policy.py"), CLIENTS),
