@@ -1,8 +1,11 @@
-"""Exactly-once configuration linter: transaction timeouts, idempotence, isolation, durability.
+"""Exactly-once configuration policy: transaction timeouts, idempotence, isolation, durability.
 
-Used by ``kafka-eos lint`` and by the Kafka sink's startup checks. Build a ``LintInput``
-(directly or with ``loaders``), ``run_rules`` it, and print ``build_report`` with
-``render``. ``live`` (confluent-kafka) is imported only by callers that read a cluster.
+The rules (``rules/``, one module each, discovered by ``registry``) are enforced by the Kafka
+sink at startup (``sink_checks``) and reported by ``kafka-eos lint``, whose front end
+(``kafka_eos.lint``: file loaders, rendering) reads this package, never the other way round.
+Build a ``LintInput`` (directly or with ``kafka_eos.lint.loaders``), ``run_rules`` it, and
+print ``build_report`` with ``kafka_eos.lint.render``. Cluster facts come from
+``connectors.kafka.cluster_facts`` (confluent-kafka), imported only by callers that read one.
 """
 
 from connectors.policy.client_keys import CLIENTS, DEFAULT_CLIENT, Client
