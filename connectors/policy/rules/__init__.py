@@ -1,1 +1,1 @@
-"""One module per lint rule, named after its stable id; ``registry`` lists them all."""
+"""One module per lint rule, named after its stable id; ``registry`` discovers them all."""
