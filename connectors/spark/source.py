@@ -71,7 +71,7 @@ from connectors.kafka.source.offsets import (
     from_json_dict,
     to_json_dict,
 )
-from connectors.kafka.source.options import SourceOptions, parse_options
+from connectors.kafka.source.options import BoundKind, SourceOptions, parse_options
 from connectors.kafka.source.range_reader import read_range
 from connectors.kafka.source.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
 from connectors.spark.worker_heap import freeze_imported_heap
@@ -155,7 +155,7 @@ class KafkaBatchReader(_KafkaRead, DataSourceReader):
             keys = _partitions_to_start(kafka, options)
             start = kafka.resolve(options.starting, keys)
             end = kafka.resolve(options.ending, keys)
-            latest = end if options.ending.kind == "latest" else kafka.latest(keys)
+            latest = end if options.ending.kind is BoundKind.LATEST else kafka.latest(keys)
         finally:
             kafka.close()
         ranges = batch_ranges(
@@ -164,7 +164,7 @@ class KafkaBatchReader(_KafkaRead, DataSourceReader):
             latest,
             starting=options.starting.option,
             ending=options.ending.option,
-            end_by_timestamp=options.ending.kind in ("timestamp", "timestamps"),
+            end_by_timestamp=options.ending.kind.by_timestamp,
         )
         return self._tasks(ranges)
 
@@ -213,7 +213,7 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         if self._initial is None:
             starting = self._options.starting
             keys = _partitions_to_start(self._kafka, self._options)
-            named = set(starting.offsets) if starting.kind in ("offsets", "timestamps") else None
+            named = set(starting.offsets) if starting.kind.per_partition else None
             if named is not None and named < set(keys):
                 # Maybe a replay of batch 0, after partitions were added: see the class doc.
                 self._unnamed = not_exactly_named(starting, keys)

@@ -8,7 +8,13 @@ import pytest
 
 from checkpoint.errors import ConfigError
 from connectors.kafka.source.errors import SourceOptionError
-from connectors.kafka.source.options import Subscription, parse_options
+from connectors.kafka.source.options import (
+    BoundKind,
+    BoundSide,
+    Subscription,
+    SubscriptionKind,
+    parse_options,
+)
 
 BASE = {"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"}
 
@@ -25,8 +31,8 @@ def error_of(streaming: bool = True, base: dict[str, str] = BASE, **extra: str) 
 
 def test_defaults_match_spark_except_isolation_level() -> None:
     opts = parse()
-    assert opts.starting.kind == "latest"
-    assert opts.ending.kind == "latest"
+    assert (opts.starting.side, opts.starting.kind) == (BoundSide.START, BoundKind.LATEST)
+    assert (opts.ending.side, opts.ending.kind) == (BoundSide.END, BoundKind.LATEST)
     assert opts.fail_on_data_loss is True
     assert opts.include_headers is False
     assert opts.max_trigger_delay_s == 900.0
@@ -34,7 +40,7 @@ def test_defaults_match_spark_except_isolation_level() -> None:
     assert opts.group_id_prefix == "spark-kafka-source"
     # The one deliberate difference: Spark (the Java client) defaults to read_uncommitted.
     assert opts.isolation_level == "read_committed"
-    assert parse(streaming=False).starting.kind == "earliest"
+    assert parse(streaming=False).starting.kind is BoundKind.EARLIEST
 
 
 def test_option_names_are_case_insensitive() -> None:
@@ -46,19 +52,21 @@ def test_option_names_are_case_insensitive() -> None:
         },
         streaming=True,
     )
-    assert opts.subscription == Subscription("subscribePattern", pattern="ord.*")
+    assert opts.subscription == Subscription(SubscriptionKind.SUBSCRIBE_PATTERN, pattern="ord.*")
     assert opts.fail_on_data_loss is False
 
 
 def test_subscriptions() -> None:
+    assert parse().subscription.kind is SubscriptionKind.SUBSCRIBE
     assert parse().subscription.topics == ("orders",)
     opts = parse_options({"kafka.bootstrap.servers": "k", "subscribe": " b, a ,,a"}, streaming=True)
     assert opts.subscription.topics == ("a", "b")
     assign = parse_options(
         {"kafka.bootstrap.servers": "k", "assign": '{"t": [1, 0], "u": [2]}'}, streaming=True
     )
+    assert assign.subscription.kind is SubscriptionKind.ASSIGN
     assert assign.subscription.partitions == (("t", 0), ("t", 1), ("u", 2))
-    pattern = Subscription("subscribePattern", pattern="ord.*")
+    pattern = Subscription(SubscriptionKind.SUBSCRIBE_PATTERN, pattern="ord.*")
     assert pattern.matches("orders") and not pattern.matches("my-orders")
 
 
@@ -116,7 +124,7 @@ def test_batch_cannot_start_at_latest_or_end_at_earliest() -> None:
 
 def test_offset_json_options() -> None:
     opts = parse(startingOffsets='{"orders": {"0": 5, "1": -2}}')
-    assert opts.starting.kind == "offsets"
+    assert opts.starting.kind is BoundKind.OFFSETS
     assert opts.starting.offsets == {("orders", 0): 5, ("orders", 1): -2}
     assert "not JSON" in error_of(startingOffsets="{oops")
     assert "expected a JSON object" in error_of(startingOffsets='{"orders": [0]}')
@@ -125,17 +133,20 @@ def test_offset_json_options() -> None:
 
 def test_timestamp_options_and_spark_precedence(caplog: pytest.LogCaptureFixture) -> None:
     by_partition = parse(startingOffsetsByTimestamp='{"orders": {"0": 1000}}')
-    assert by_partition.starting.kind == "timestamps"
+    assert by_partition.starting.kind is BoundKind.TIMESTAMPS
     with caplog.at_level(logging.WARNING):
         opts = parse(
             startingTimestamp="2000",
             startingOffsetsByTimestamp='{"orders": {"0": 1000}}',
             startingOffsets="earliest",
         )
-    assert (opts.starting.kind, opts.starting.timestamp) == ("timestamp", 2000)
+    assert (opts.starting.kind, opts.starting.timestamp) == (BoundKind.TIMESTAMP, 2000)
     assert "startingTimestamp wins" in caplog.text
     batch = parse(streaming=False, endingTimestamp="3000")
-    assert (batch.ending.kind, batch.ending.timestamp) == ("timestamp", 3000)
+    assert (batch.ending.side, batch.ending.kind) == (BoundSide.END, BoundKind.TIMESTAMP)
+    assert batch.ending.timestamp == 3000
+    ending = parse(streaming=False, endingOffsetsByTimestamp='{"orders": {"0": 1000}}').ending
+    assert (ending.side, ending.kind) == (BoundSide.END, BoundKind.TIMESTAMPS)
     assert "milliseconds since the epoch" in error_of(startingTimestamp="yesterday")
     assert "expected one of error, latest" in error_of(startingOffsetsByTimestampStrategy="nearest")
 

@@ -13,7 +13,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 from connectors.kafka.source import client as source_client
 from connectors.kafka.source.errors import DataLossError, SourceOptionError
 from connectors.kafka.source.offsets import PartitionKey, PartitionOffsets
-from connectors.kafka.source.options import OffsetBound
+from connectors.kafka.source.options import BoundKind, OffsetBound
 from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark.source import KafkaStreamReader, source_schema
 
@@ -63,7 +63,7 @@ class FakeKafka:
         self, bound: OffsetBound, keys: list[PartitionKey], *, keep_latest: bool = False
     ) -> PartitionOffsets:
         self.resolved += 1
-        if bound.kind == "latest":
+        if bound.kind is BoundKind.LATEST:
             return dict.fromkeys(keys, -1) if keep_latest else self.latest(keys)
         return dict.fromkeys(keys, 0)
 

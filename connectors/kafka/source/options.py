@@ -6,8 +6,8 @@ Option names are case-insensitive, as in Spark (which hands them over lower-case
 
 >>> opts = parse_options({"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"},
 ...                      streaming=True)
->>> opts.starting.kind, opts.isolation_level
-('latest', 'read_committed')
+>>> opts.starting.side, opts.starting.kind, opts.isolation_level
+(<BoundSide.START: 'start'>, <BoundKind.LATEST: 'latest'>, 'read_committed')
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from enum import StrEnum
 
 from connectors.kafka.source.client import librdkafka_config
 from connectors.kafka.source.errors import SourceOptionError
@@ -64,12 +64,20 @@ _DURATION = re.compile(r"(\d+)\s*(us|ms|s|m|min|h|d)?")
 _SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 
 
+class SubscriptionKind(StrEnum):
+    """How the topic-partitions are chosen; each value is the name of its option."""
+
+    SUBSCRIBE = "subscribe"
+    SUBSCRIBE_PATTERN = "subscribePattern"
+    ASSIGN = "assign"
+
+
 @dataclass(frozen=True)
 class Subscription:
     """Which topic-partitions to read: exactly one of ``subscribe``, ``subscribePattern``,
     ``assign``."""
 
-    kind: Literal["subscribe", "subscribePattern", "assign"]
+    kind: SubscriptionKind
     topics: tuple[str, ...] = ()
     pattern: str = ""
     partitions: tuple[PartitionKey, ...] = ()
@@ -79,21 +87,55 @@ class Subscription:
 
         Java's ``Pattern.matcher().matches()`` is a full match, hence ``fullmatch``.
         """
-        if self.kind == "subscribe":
+        if self.kind is SubscriptionKind.SUBSCRIBE:
             return topic in self.topics
         return re.fullmatch(self.pattern, topic) is not None
+
+
+class BoundSide(StrEnum):
+    """Whether a bound is where a read starts (``starting*`` options) or ends (``ending*``)."""
+
+    START = "start"
+    END = "end"
+
+
+class BoundKind(StrEnum):
+    """How a bound is given; Spark's ``KafkaOffsetRangeLimit`` cases are
+    ``EarliestOffsetRangeLimit``, ``LatestOffsetRangeLimit``, ``SpecificOffsetRangeLimit``
+    (JSON offsets), ``SpecificTimestampRangeLimit`` (JSON timestamps, one per partition) and
+    ``GlobalTimestampRangeLimit`` (one timestamp for every partition)."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    OFFSETS = "offsets"
+    TIMESTAMPS = "timestamps"
+    TIMESTAMP = "timestamp"
+
+    @property
+    def per_partition(self) -> bool:
+        """Whether the bound names its partitions (JSON offsets or timestamps), and so must
+        name exactly the partitions being read."""
+        return self in (BoundKind.OFFSETS, BoundKind.TIMESTAMPS)
+
+    @property
+    def by_timestamp(self) -> bool:
+        """Whether the bound is a timestamp, per partition or for every partition."""
+        return self in (BoundKind.TIMESTAMPS, BoundKind.TIMESTAMP)
 
 
 @dataclass(frozen=True)
 class OffsetBound:
     """Where a read starts or ends, as given; resolved against Kafka on the driver.
 
-    ``offsets`` holds offsets (with -2 earliest, -1 latest) for kind ``offsets``, and
-    timestamps in ms for kind ``timestamps``; ``timestamp`` is the one of kind ``timestamp``.
+    ``option`` is the option it comes from (for error messages), ``side`` whether it starts
+    or ends the read. ``offsets`` holds offsets (with -2 earliest, -1 latest) for kind
+    ``OFFSETS``, and timestamps in ms for kind ``TIMESTAMPS``; ``timestamp`` is the one of
+    kind ``TIMESTAMP``.
     """
 
     option: str
-    kind: Literal["earliest", "latest", "offsets", "timestamps", "timestamp"]
+    side: BoundSide
+    kind: BoundKind
     offsets: PartitionOffsets = field(default_factory=dict)
     timestamp: int = 0
 
@@ -188,30 +230,30 @@ def _subscription(opts: Mapping[str, str]) -> Subscription:
         )
     kind, value = given[0], opts[given[0].lower()]
     if kind == "assign":
-        return Subscription("assign", partitions=parse_assign(value))
+        return Subscription(SubscriptionKind.ASSIGN, partitions=parse_assign(value))
     if kind == "subscribePattern":
         try:
             re.compile(value)
         except re.error as exc:
             raise SourceOptionError(kind, value, f"not a regular expression: {exc}") from exc
-        return Subscription("subscribePattern", pattern=value)
+        return Subscription(SubscriptionKind.SUBSCRIBE_PATTERN, pattern=value)
     topics = tuple(sorted({t.strip() for t in value.split(",") if t.strip()}))
     if not topics:
         raise SourceOptionError(kind, value, "give one or more topics, e.g. orders,payments")
-    return Subscription("subscribe", topics=topics)
+    return Subscription(SubscriptionKind.SUBSCRIBE, topics=topics)
 
 
 def _starting(opts: Mapping[str, str], streaming: bool) -> OffsetBound:
     """Spark's precedence: startingTimestamp, then startingOffsetsByTimestamp, then
     startingOffsets (default latest when streaming, earliest in a batch query)."""
     if "startingtimestamp" in opts:
-        return _timestamp(opts, "startingTimestamp")
+        return _timestamp(opts, "startingTimestamp", BoundSide.START)
     if "startingoffsetsbytimestamp" in opts:
-        return _by_timestamp(opts, "startingOffsetsByTimestamp")
+        return _by_timestamp(opts, "startingOffsetsByTimestamp", BoundSide.START)
     default = "latest" if streaming else "earliest"
     # A batch query cannot start at "latest": it would read nothing.
     allowed = {EARLIEST, LATEST} if streaming else {EARLIEST}
-    return _offsets_bound(opts, "startingOffsets", default, allowed)
+    return _offsets_bound(opts, "startingOffsets", BoundSide.START, default, allowed)
 
 
 def _ending(opts: Mapping[str, str], streaming: bool) -> OffsetBound:
@@ -226,17 +268,17 @@ def _ending(opts: Mapping[str, str], streaming: bool) -> OffsetBound:
                     "until stopped. Use trigger(availableNow=True) to stop at the data "
                     "available when the query starts",
                 )
-        return OffsetBound("endingOffsets", "latest")
+        return OffsetBound("endingOffsets", BoundSide.END, BoundKind.LATEST)
     if "endingtimestamp" in opts:
-        return _timestamp(opts, "endingTimestamp")
+        return _timestamp(opts, "endingTimestamp", BoundSide.END)
     if "endingoffsetsbytimestamp" in opts:
-        return _by_timestamp(opts, "endingOffsetsByTimestamp")
+        return _by_timestamp(opts, "endingOffsetsByTimestamp", BoundSide.END)
     # Ending at "earliest" would read nothing.
-    return _offsets_bound(opts, "endingOffsets", "latest", {LATEST})
+    return _offsets_bound(opts, "endingOffsets", BoundSide.END, "latest", {LATEST})
 
 
 def _offsets_bound(
-    opts: Mapping[str, str], name: str, default: str, allowed: set[int]
+    opts: Mapping[str, str], name: str, side: BoundSide, default: str, allowed: set[int]
 ) -> OffsetBound:
     value = opts.get(name.lower(), default).strip()
     words = {"earliest": EARLIEST, "latest": LATEST}
@@ -244,7 +286,7 @@ def _offsets_bound(
     if value.lower() in words:
         if words[value.lower()] not in allowed:
             raise SourceOptionError(name, value, f"use {choices} or JSON offsets in a batch query")
-        return OffsetBound(name, "earliest" if value.lower() == "earliest" else "latest")
+        return OffsetBound(name, side, BoundKind(value.lower()))
     specials = " / ".join(f"{s} ({w})" for w, s in words.items() if s in allowed)
     example = '{"orders":{"0":23,"1":' + str(max(allowed)) + "}}"
     offsets = parse_offsets_option(
@@ -255,16 +297,16 @@ def _offsets_bound(
             raise SourceOptionError(
                 name, value, f"offset {offset} of {describe(key)} must be >= 0 or {specials}"
             )
-    return OffsetBound(name, "offsets", offsets=offsets)
+    return OffsetBound(name, side, BoundKind.OFFSETS, offsets=offsets)
 
 
-def _by_timestamp(opts: Mapping[str, str], name: str) -> OffsetBound:
+def _by_timestamp(opts: Mapping[str, str], name: str, side: BoundSide) -> OffsetBound:
     value = opts[name.lower()]
     example = '{"orders":{"0":1700000000000,"1":1700000000000}}'
     stamps = parse_offsets_option(name, value, allowed="a timestamp in ms", example=example)
     if any(stamp < 0 for stamp in stamps.values()):
         raise SourceOptionError(name, value, "timestamps are milliseconds since the epoch, >= 0")
-    return OffsetBound(name, "timestamps", offsets=stamps)
+    return OffsetBound(name, side, BoundKind.TIMESTAMPS, offsets=stamps)
 
 
 def _required(opts: Mapping[str, str], name: str, example: str) -> str:
@@ -284,14 +326,14 @@ def _int(opts: Mapping[str, str], name: str) -> int | None:
     return int(value)
 
 
-def _timestamp(opts: Mapping[str, str], name: str) -> OffsetBound:
+def _timestamp(opts: Mapping[str, str], name: str, side: BoundSide) -> OffsetBound:
     """``startingTimestamp`` / ``endingTimestamp``: one timestamp for every partition."""
     value = opts[name.lower()]
     if not value.strip().isdigit():
         raise SourceOptionError(
             name, value, "expected milliseconds since the epoch, e.g. 1700000000000"
         )
-    return OffsetBound(name, "timestamp", timestamp=int(value))
+    return OffsetBound(name, side, BoundKind.TIMESTAMP, timestamp=int(value))
 
 
 def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
