@@ -46,7 +46,9 @@ class Committable:
     It is self-sufficient: any process (the driver, or a new one after a crash) can commit or
     abort the transaction from these fields alone, without the producer that wrote it.
     A task that wrote nothing opened no transaction: :meth:`nothing_written` names it, with
-    ``producer_id`` and ``epoch`` -1, and :attr:`wrote_nothing` tells it apart.
+    ``producer_id`` and ``epoch`` -1, ``record_count`` 0 and no partitions, and
+    :attr:`wrote_nothing` tells it apart. Any other committable names a transaction, with
+    ``producer_id`` and ``epoch`` >= 0; a mix of the two is refused.
     """
 
     transactional_id: str
@@ -68,6 +70,16 @@ class Committable:
         except (TypeError, ValueError) as exc:
             raise FormatError(f"partitions must be (topic, partition) pairs: {exc}") from exc
         object.__setattr__(self, "partitions", parts)
+        if (self.producer_id == -1) != (self.epoch == -1):
+            raise FormatError(
+                "producer_id and epoch are both -1 (a task that wrote nothing) or both >= 0 "
+                f"(a transaction): {self!r}"
+            )
+        if self.producer_id == -1 and (self.record_count or parts):
+            raise FormatError(
+                "a committable that wrote nothing (producer_id and epoch -1) has no records "
+                f"and no partitions: {self!r}"
+            )
 
     @classmethod
     def nothing_written(cls, transactional_id: str) -> Committable:

@@ -162,6 +162,38 @@ def test_invalid_committables_are_rejected(fields: dict[str, object]) -> None:
         Committable(**{**base, **fields})  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("fields", "refusal"),
+    [
+        ({"producer_id": -1, "epoch": 0}, "both -1"),
+        ({"producer_id": 1, "epoch": -1}, "both -1"),
+        ({"producer_id": -1, "epoch": -1, "record_count": 3}, "wrote nothing"),
+        ({"producer_id": -1, "epoch": -1, "partitions": (("out", 0),)}, "wrote nothing"),
+    ],
+)
+def test_nothing_written_is_all_or_nothing(fields: dict[str, object], refusal: str) -> None:
+    base = {"transactional_id": "t", "producer_id": 1, "epoch": 0, "record_count": 0}
+    with pytest.raises(FormatError, match=refusal):
+        Committable(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_nothing_written_round_trips_in_the_persisted_format() -> None:
+    nothing = Committable.nothing_written("app-sink-5-7")
+    assert nothing.wrote_nothing and not COMMITTABLE.wrote_nothing
+    assert (nothing.producer_id, nothing.epoch, nothing.record_count) == (-1, -1, 0)
+    assert Committable.from_dict(json.loads(json.dumps(nothing.to_dict()))) == nothing
+    # As files written before the invariant hold it: -1/-1/0, no partitions.
+    old = {
+        "version": 1,
+        "transactional_id": "app-sink-5-7",
+        "producer_id": -1,
+        "epoch": -1,
+        "record_count": 0,
+        "partitions": [],
+    }
+    assert Committable.from_dict(old) == nothing
+
+
 @pytest.mark.parametrize("value", [-1, True, 1.0, "3"])
 def test_checkpoint_ids_are_non_negative_ints(value: object) -> None:
     with pytest.raises(FormatError, match="checkpoint id"):

@@ -24,7 +24,7 @@ BOOTSTRAP = ("--bootstrap-servers", "broker:9092")
 COMMITTED = Committable("orders-0", 7, 3, 100, (("out", 0),))
 COMMITTABLE = Committable("orders-1", 8, 4, 200, (("out", 1),))
 LOST = Committable("orders-2", 9, 5, 300, (("out", 2),))
-NOTHING_WRITTEN = Committable("orders-3", -1, -1, 0)
+NOTHING_WRITTEN = Committable.nothing_written("orders-3")
 ACCEPT = ("--accept-loss", "--reason", "INC-42: replayed by hand")
 
 

@@ -135,7 +135,7 @@ def test_a_column_the_check_accepts_is_the_column_records_are_read_from() -> Non
 # --- commit messages: what a task hands the driver ---------------------------------------------
 
 WROTE = Committable("q-0", 4001, 2, 10, (("out", 0),))
-NOTHING = Committable("q-1", -1, -1, 0)
+NOTHING = Committable.nothing_written("q-1")
 
 
 def test_commit_messages_are_versioned_and_picklable() -> None:
