@@ -9,7 +9,7 @@ from collections import defaultdict
 import click
 from rich.table import Table
 
-from connectors.policy.inputs import format_duration
+from connectors.options import format_duration
 from kafka_eos.commands._cluster import console
 from kafka_eos.operations.lingering import (
     AbortReportDict,

@@ -1,8 +1,9 @@
 """The source's options, validated in one place: Spark's built-in Kafka source names and meanings.
 
-Single options are checked where they are read (``_int``, ``_bool``, ...); the rules between
-options live in :func:`_sanity_check`. Every error names the option, the value seen and the fix.
-Option names are case-insensitive, as in Spark (which hands them over lower-cased).
+Single options are checked where they are read, with the project's one option grammar
+(:mod:`connectors.options`); the rules between options live in :func:`_sanity_check`. Every
+error names the option, the value seen and the fix. Option names are case-insensitive, as in
+Spark (which hands them over lower-cased).
 
 >>> opts = parse_options({"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"},
 ...                      streaming=True)
@@ -29,6 +30,7 @@ from connectors.kafka.source.offsets import (
     parse_assign,
     parse_offsets_option,
 )
+from connectors.options import OptionReader
 
 _log = logging.getLogger(__name__)
 
@@ -59,9 +61,6 @@ _OPTIONS = frozenset(
         "fetchOffset.retryIntervalMs",
     ]
 )
-
-_DURATION = re.compile(r"(\d+)\s*(us|ms|s|m|min|h|d)?")
-_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 class SubscriptionKind(StrEnum):
@@ -166,30 +165,31 @@ class SourceOptions:
 
 def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     """Validate the user's options for a streaming (``readStream``) or batch (``read``) query."""
-    opts = {key.lower(): value for key, value in options.items()}
+    read = OptionReader.of(options, SourceOptionError)
+    opts = read.options
     client = librdkafka_config(opts)
     for key in sorted(k for k in opts if not k.startswith("kafka.") and k not in _OPTIONS):
         _log.warning("kafka-eos source: unknown option %r is ignored", key)
     parsed = SourceOptions(
-        bootstrap_servers=_required(opts, "kafka.bootstrap.servers", "host1:9092,host2:9092"),
+        bootstrap_servers=read.required("kafka.bootstrap.servers", "host1:9092,host2:9092"),
         subscription=_subscription(opts),
         starting=_starting(opts, streaming),
         ending=_ending(opts, streaming),
-        timestamp_strategy=_choice(opts, "startingOffsetsByTimestampStrategy", ("error", "latest")),
-        max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger"),
-        min_offsets_per_trigger=_int(opts, "minOffsetsPerTrigger"),
-        max_trigger_delay_s=_duration(opts, "maxTriggerDelay", "15m"),
-        min_partitions=_int(opts, "minPartitions"),
-        max_records_per_partition=_int(opts, "maxRecordsPerPartition"),
-        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
-        include_headers=_bool(opts, "includeHeaders", False),
+        timestamp_strategy=read.choice("startingOffsetsByTimestampStrategy", ("error", "latest")),
+        max_offsets_per_trigger=read.positive_int("maxOffsetsPerTrigger"),
+        min_offsets_per_trigger=read.positive_int("minOffsetsPerTrigger"),
+        max_trigger_delay_s=read.duration_ms("maxTriggerDelay", "15m") / 1000,
+        min_partitions=read.positive_int("minPartitions"),
+        max_records_per_partition=read.positive_int("maxRecordsPerPartition"),
+        fail_on_data_loss=read.boolean("failOnDataLoss", True),
+        include_headers=read.boolean("includeHeaders", False),
         group_id=opts.get("kafka.group.id"),
         group_id_prefix=opts.get("groupidprefix", "spark-kafka-source"),
-        isolation_level=_choice(
-            opts, "kafka.isolation.level", ("read_committed", "read_uncommitted")
+        isolation_level=read.choice(
+            "kafka.isolation.level", ("read_committed", "read_uncommitted")
         ),
-        poll_timeout_s=(_int(opts, "kafkaConsumer.pollTimeoutMs") or 120_000) / 1000,
-        api_timeout_s=(_int(opts, "kafka.default.api.timeout.ms") or 60_000) / 1000,
+        poll_timeout_s=(read.positive_int("kafkaConsumer.pollTimeoutMs") or 120_000) / 1000,
+        api_timeout_s=(read.positive_int("kafka.default.api.timeout.ms") or 60_000) / 1000,
         client_config=client,
     )
     _sanity_check(parsed, opts)
@@ -309,23 +309,6 @@ def _by_timestamp(opts: Mapping[str, str], name: str, side: BoundSide) -> Offset
     return OffsetBound(name, side, BoundKind.TIMESTAMPS, offsets=stamps)
 
 
-def _required(opts: Mapping[str, str], name: str, example: str) -> str:
-    value = opts.get(name.lower(), "").strip()
-    if not value:
-        raise SourceOptionError(name, opts.get(name.lower()), f"it is required, e.g. {example}")
-    return value
-
-
-def _int(opts: Mapping[str, str], name: str) -> int | None:
-    """A positive whole number, or None when the option is not set."""
-    value = opts.get(name.lower())
-    if value is None:
-        return None
-    if not value.strip().isdigit() or int(value) <= 0:
-        raise SourceOptionError(name, value, "expected a positive whole number, e.g. 100000")
-    return int(value)
-
-
 def _timestamp(opts: Mapping[str, str], name: str, side: BoundSide) -> OffsetBound:
     """``startingTimestamp`` / ``endingTimestamp``: one timestamp for every partition."""
     value = opts[name.lower()]
@@ -334,28 +317,3 @@ def _timestamp(opts: Mapping[str, str], name: str, side: BoundSide) -> OffsetBou
             name, value, "expected milliseconds since the epoch, e.g. 1700000000000"
         )
     return OffsetBound(name, side, BoundKind.TIMESTAMP, timestamp=int(value))
-
-
-def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
-    value = opts.get(name.lower())
-    if value is None:
-        return default
-    if value.strip().lower() not in ("true", "false"):
-        raise SourceOptionError(name, value, "expected true or false")
-    return value.strip().lower() == "true"
-
-
-def _choice(opts: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
-    value = opts.get(name.lower(), choices[0]).strip()
-    if value.lower() not in choices:
-        raise SourceOptionError(name, value, f"expected one of {', '.join(choices)}")
-    return value.lower()
-
-
-def _duration(opts: Mapping[str, str], name: str, default: str) -> float:
-    """Seconds from Spark's time strings: ``15m``, ``30s``, ``500ms``; a bare number is ms."""
-    value = opts.get(name.lower(), default)
-    match = _DURATION.fullmatch(value.strip().lower())
-    if match is None:
-        raise SourceOptionError(name, value, "expected a duration such as 500ms, 30s, 15m or 1h")
-    return int(match.group(1)) * _SECONDS[match.group(2) or "ms"]
