@@ -27,7 +27,7 @@ A fault point does nothing unless ``KAFKA_EOS_CRASH_AT`` is set to
 True
 >>> parse_spec("driver.before_end_tx@1")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
-checkpoint.crashpoints.UnknownCrashPoint: unknown crash point 'driver.before_end_tx' in ...
+checkpoint.crashpoints.UnknownCrashPoint: [KAFKA_EOS.TESTING.UNKNOWN_CRASH_POINT] unknown ...
 """
 
 from __future__ import annotations
@@ -103,9 +103,13 @@ class CrashPoint(StrEnum):
 class InjectedFault(KafkaEosError):
     """Raised by a ``raise`` fault point; only tests ever see it."""
 
+    code = "KAFKA_EOS.TESTING.INJECTED_FAULT"
+
 
 class UnknownCrashPoint(KafkaEosError, ValueError):
     """A fault point name that :class:`CrashPoint` does not register."""
+
+    code = "KAFKA_EOS.TESTING.UNKNOWN_CRASH_POINT"
 
     def __init__(self, name: str, where: str) -> None:
         self.name = name

@@ -3,12 +3,17 @@
 Every message says what happened, the value seen, what was expected and how to fix it, because
 these errors surface in Spark driver logs far from the code that raised them. Connectors subclass
 these classes; they never raise bare ``Exception``.
+
+Every class has a stable ``code`` (``KAFKA_EOS.<AREA>.<NAME>``) that starts its message, as in
+``[KAFKA_EOS.SINK.TRANSACTION_LOST] transaction ...``, so logs and runbooks can be searched by
+it. Codes are API: once released, a code never changes meaning. docs/errors.md lists them all
+(a unit test keeps the two in step).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 
 class AbortReason(StrEnum):
@@ -23,7 +28,9 @@ class AbortReason(StrEnum):
 
 
 def _rebuild(cls: type[KafkaEosError], message: str, state: dict[str, Any]) -> KafkaEosError:
-    """Unpickle without calling ``__init__``, whose signature differs per subclass."""
+    """Unpickle without calling ``__init__``, whose signature differs per subclass.
+
+    ``message`` is the raw message, without the ``[code]`` prefix that ``__str__`` adds."""
     error = cls.__new__(cls)
     Exception.__init__(error, message)
     error.__dict__.update(state)
@@ -34,14 +41,28 @@ class KafkaEosError(Exception):
     """Root of every kafka-eos error.
 
     Picklable with its attributes, since Spark ships task errors from executors to the driver.
+    ``str()`` starts with the class's stable ``code`` in brackets.
     """
 
+    code: ClassVar[str] = "KAFKA_EOS.INTERNAL"
+    """Stable code of this class (docs/errors.md); each subclass sets its own."""
+
+    @property
+    def message(self) -> str:
+        """The message without the ``[code]`` prefix."""
+        return super().__str__()
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {self.message}"
+
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), str(self), dict(self.__dict__)))
+        return (_rebuild, (type(self), self.message, dict(self.__dict__)))
 
 
 class ConfigError(KafkaEosError, ValueError):
     """A setting has an invalid value; the message names the setting, the value and the range."""
+
+    code = "KAFKA_EOS.CONFIG.INVALID"
 
 
 class ProtocolError(KafkaEosError):
@@ -50,13 +71,19 @@ class ProtocolError(KafkaEosError):
     This is a bug in the caller, never a transient condition: do not retry.
     """
 
+    code = "KAFKA_EOS.CHECKPOINT.PROTOCOL_VIOLATION"
+
 
 class FormatError(KafkaEosError, ValueError):
     """A persisted or serialized form (committable, snapshot, confirmation) cannot be decoded."""
 
+    code = "KAFKA_EOS.CHECKPOINT.INVALID_FORMAT"
+
 
 class UnsupportedFormatVersion(FormatError):
     """The data was written in a format version this release cannot read."""
+
+    code = "KAFKA_EOS.CHECKPOINT.UNSUPPORTED_FORMAT_VERSION"
 
     def __init__(
         self, kind: str, seen: object, supported: tuple[int, ...], path: str | None = None
@@ -79,6 +106,8 @@ class UnsupportedFormatVersion(FormatError):
 class CorruptSnapshotError(FormatError):
     """A checkpoint file is truncated or damaged; its checksum or JSON does not verify."""
 
+    code = "KAFKA_EOS.CHECKPOINT.CORRUPT_FILE"
+
     def __init__(self, path: str, detail: str) -> None:
         self.path = path
         self.detail = detail
@@ -95,6 +124,8 @@ class CheckpointRejected(KafkaEosError):
     """A trigger (minimum pause, concurrency limit) or an acknowledgement (a failed commit
     awaits ``recover()``) was refused for now; retry after a while, or after ``recover()``."""
 
+    code = "KAFKA_EOS.CHECKPOINT.REJECTED"
+
     def __init__(
         self, reason: str, retry_after: float | None = None, *, refused: str = "triggered"
     ) -> None:
@@ -107,6 +138,8 @@ class CheckpointRejected(KafkaEosError):
 class CheckpointAborted(KafkaEosError):
     """A checkpoint was aborted; its transactions are rolled back and its output never becomes
     visible. The source must rewind to the latest completed snapshot."""
+
+    code = "KAFKA_EOS.CHECKPOINT.ABORTED"
 
     def __init__(self, checkpoint_id: int, reason: str, detail: str = "") -> None:
         self.checkpoint_id = checkpoint_id
@@ -122,6 +155,8 @@ class CheckpointAborted(KafkaEosError):
 class CheckpointTimeout(CheckpointAborted):
     """Not every participant acknowledged within the checkpoint timeout."""
 
+    code = "KAFKA_EOS.CHECKPOINT.TIMEOUT"
+
     def __init__(self, checkpoint_id: int, timeout: float, missing: tuple[str, ...] = ()) -> None:
         self.timeout = timeout
         self.missing = missing
@@ -135,6 +170,8 @@ class CheckpointCommitFailed(KafkaEosError):
     Not a data-loss error: the checkpoint is complete, and ``recover()`` commits the remaining
     transactions again (commit is idempotent).
     """
+
+    code = "KAFKA_EOS.CHECKPOINT.COMMIT_FAILED"
 
     def __init__(
         self,
@@ -158,6 +195,8 @@ class CheckpointCommitFailed(KafkaEosError):
 class DeadlineExceeded(KafkaEosError, TimeoutError):
     """A bounded blocking call (flush, commit, abort, metadata) ran out of time."""
 
+    code = "KAFKA_EOS.CLUSTER.DEADLINE_EXCEEDED"
+
 
 class ParticipantFenced(KafkaEosError):
     """Another instance took over this participant's transactional id (a newer epoch).
@@ -165,11 +204,15 @@ class ParticipantFenced(KafkaEosError):
     Known-fatal for this instance: it is a zombie and must stop writing; never retry.
     """
 
+    code = "KAFKA_EOS.CHECKPOINT.PARTICIPANT_FENCED"
+
 
 class ReusedCheckpointId(KafkaEosError):
     """A decided checkpoint id came back with another plan: the engine's log of it was
     deleted and planned anew. Its participants trusted the old decision and wrote nothing, so
     passing would record the new plan as done without its output (a silent loss)."""
+
+    code = "KAFKA_EOS.CHECKPOINT.REUSED_ID"
 
     def __init__(self, checkpoint_id: int, decided_plan: str, plan: str, location: str) -> None:
         self.checkpoint_id = checkpoint_id

@@ -43,6 +43,8 @@ class TransactionState(StrEnum):
 class TransactionError(KafkaEosError):
     """An invalid transition, e.g. committing an aborted transaction (that would be data loss)."""
 
+    code = "KAFKA_EOS.TESTING.INVALID_TRANSITION"
+
 
 @dataclass
 class Transaction:

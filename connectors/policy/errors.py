@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 class LintError(KafkaEosError):
     """Root of every error raised by ``connectors.policy``."""
 
+    code = "KAFKA_EOS.LINT.INVALID_RULE"
+
 
 class LintInputError(LintError, ConfigError):
     """An input could not be read or makes no sense (bad file, bad duration, bad number).
@@ -21,9 +23,13 @@ class LintInputError(LintError, ConfigError):
     Messages name the file or key and what was expected, never a secret value.
     """
 
+    code = "KAFKA_EOS.LINT.INVALID_INPUT"
+
 
 class LiveClusterError(LintError):
     """The live cluster could not be read within its deadline."""
+
+    code = "KAFKA_EOS.CLUSTER.READ_FAILED"
 
 
 class SinkConfigError(LintError, ConfigError):
@@ -33,6 +39,8 @@ class SinkConfigError(LintError, ConfigError):
     message lists every error finding with its rule id and fix, so the job log alone
     says what to change.
     """
+
+    code = "KAFKA_EOS.SINK.CONFIG_REJECTED"
 
     def __init__(self, findings: Sequence[Finding]) -> None:
         self.findings: tuple[Finding, ...] = tuple(findings)

@@ -238,7 +238,10 @@ def test_an_unreachable_cluster_is_a_one_line_error() -> None:
     result = txn("list", "--bootstrap-servers", f"127.0.0.1:{port}", "--timeout", "5")
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
-    assert line.startswith(f"Error: listing transactions on --bootstrap-servers '127.0.0.1:{port}'")
+    assert line.startswith(
+        "Error: [KAFKA_EOS.OPERATIONS.TXN_READ_FAILED] listing transactions on "
+        f"--bootstrap-servers '127.0.0.1:{port}'"
+    )
     assert "Check that the brokers are reachable" in line
 
 

@@ -139,4 +139,5 @@ def test_a_missing_topic_exits_two(kafka: KafkaCluster, input_topic: str) -> Non
     result = verify(kafka.bootstrap_servers, input_topic, f"absent-{uuid.uuid4().hex[:8]}")
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
-    assert line.startswith("Error: --output 'absent-") and "topic exists" in line
+    assert line.startswith("Error: [KAFKA_EOS.OPERATIONS.VERIFY_READ_FAILED] --output 'absent-")
+    assert "topic exists" in line

@@ -69,7 +69,7 @@ def client_options(pairs: tuple[str, ...]) -> dict[str, str]:
     try:
         return parse_kafka_options(pairs)
     except LintInputError as exc:
-        raise InputFailure(f"-X: {exc}") from None
+        raise InputFailure(f"[{exc.code}] -X: {exc.message}") from None
 
 
 def failure(exc: KafkaEosError, options: dict[str, str]) -> InputFailure:

@@ -41,6 +41,8 @@ DecisionKey = tuple[str, int, int]
 class LingeringTransactionError(KafkaEosError):
     """The cluster or the decisions could not be read; the message names what and the fix."""
 
+    code = "KAFKA_EOS.OPERATIONS.TXN_READ_FAILED"
+
 
 class Verdict(StrEnum):
     """Whether one transactional id's current transaction may be aborted."""

@@ -44,6 +44,8 @@ _log = logging.getLogger(__name__)
 class ResolveRefused(KafkaEosError):
     """``--accept-loss`` wrote nothing; the message says why and what to do instead."""
 
+    code = "KAFKA_EOS.OPERATIONS.RESOLVE_REFUSED"
+
 
 class Standing(StrEnum):
     """Where one decided transaction stands now: the verdict ``txn resolve`` shows (stable

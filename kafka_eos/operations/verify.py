@@ -38,6 +38,8 @@ EXAMPLES = 10
 class VerifyInputError(KafkaEosError):
     """A topic could not be read to its end; the message names the option, topic and fix."""
 
+    code = "KAFKA_EOS.OPERATIONS.VERIFY_READ_FAILED"
+
 
 @dataclass(frozen=True)
 class KeyMismatch:

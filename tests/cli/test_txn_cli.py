@@ -178,7 +178,10 @@ def test_an_unreachable_cluster_is_one_line_without_traceback(run, monkeypatch) 
     result = run("list", *BOOTSTRAP, "-X", "sasl.password=hunter2")
     assert result.exit_code == 2
     (line,) = result.stderr.splitlines()
-    assert line.startswith("Error: listing transactions on --bootstrap-servers 'broker:9092'")
+    assert line.startswith(
+        "Error: [KAFKA_EOS.OPERATIONS.TXN_READ_FAILED] listing transactions on "
+        "--bootstrap-servers 'broker:9092'"
+    )
     assert "Unable to bootstrap" in line and "-X" in line and "Traceback" not in line
 
 

@@ -99,7 +99,10 @@ def test_an_unreadable_topic_exits_two_in_one_line(run, monkeypatch) -> None:
     monkeypatch.setattr(verify, "verify_topics", fail)
     result = run(*TOPICS)
     assert result.exit_code == 2
-    assert result.stderr == "Error: --input 'in': reading it ... failed: Unknown topic\n"
+    assert result.stderr == (
+        "Error: [KAFKA_EOS.OPERATIONS.VERIFY_READ_FAILED] --input 'in': reading it ... failed: "
+        "Unknown topic\n"
+    )
 
 
 def test_both_topics_are_required(run, topics) -> None:

@@ -96,7 +96,10 @@ def test_verify_topics_names_the_option_of_an_unreadable_topic(monkeypatch) -> N
     with pytest.raises(VerifyInputError) as error:
         verify.verify_topics("broker:9092", "in", "out")
     message = str(error.value)
-    assert message.startswith("--output 'out': reading it from --bootstrap-servers 'broker:9092'")
+    assert message.startswith(
+        "[KAFKA_EOS.OPERATIONS.VERIFY_READ_FAILED] --output 'out': reading it from "
+        "--bootstrap-servers 'broker:9092'"
+    )
     assert "UNKNOWN_TOPIC_OR_PART" in message and "topic exists" in message
 
 

@@ -174,7 +174,9 @@ def test_malformed_unicode_escape_names_file_and_line_never_the_value(text, wher
     with pytest.raises(LintInputError) as caught:
         parse_properties(f"acks=all\n{text}\n", source="b.properties")
     message = str(caught.value)
-    assert message.startswith(f"b.properties:2: {where} has a malformed \\uXXXX escape")
+    assert message.startswith(
+        f"[KAFKA_EOS.LINT.INVALID_INPUT] b.properties:2: {where} has a malformed \\uXXXX escape"
+    )
     assert "hunter2" not in message and "ZZZZ" not in message
     assert caught.value.__context__ is None, "no chained error quoting the digits"
 

@@ -19,7 +19,9 @@ FIX = "kafka.transaction.timeout.ms"
 def test_pre_commit_lost_names_the_batch_the_transaction_the_cause_and_the_fix() -> None:
     error = PreCommitLostError(7, "orders-enricher-3", "found CompleteAbort with epoch 5")
     message = str(error)
-    assert message.startswith("batch 7: pre-committed transaction orders-enricher-3 cannot be")
+    assert message.startswith(
+        "[KAFKA_EOS.SINK.PRE_COMMIT_LOST] batch 7: pre-committed transaction orders-enricher-3"
+    )
     assert "(found CompleteAbort with epoch 5)" in message
     assert "transaction.timeout.ms expired, or nearly" in message  # the usual cause
     assert "No decision was written and nothing of the batch is visible" in message
@@ -32,7 +34,9 @@ def test_pre_commit_lost_names_the_batch_the_transaction_the_cause_and_the_fix()
 def test_transaction_lost_without_a_batch_names_the_transaction_and_the_loss() -> None:
     error = TransactionLostError("q-0", 4001, 7, "EndTxn(commit) answered ProducerFencedError")
     message = str(error)
-    assert message.startswith("transaction q-0 (producer id 4001, epoch 7) of a decided batch")
+    assert message.startswith(
+        "[KAFKA_EOS.SINK.TRANSACTION_LOST] transaction q-0 (producer id 4001, epoch 7) of a decided"
+    )
     assert "can no longer be committed: EndTxn(commit) answered ProducerFencedError." in message
     assert "never be visible to read_committed readers" in message
     assert "must be re-processed" in message  # the way to recover the records

@@ -21,6 +21,8 @@ class PreCommitLostError(KafkaEosError):
     """A pre-committed transaction ended, or is about to, before the batch's decision: nothing
     was decided, so replaying the batch loses nothing."""
 
+    code = "KAFKA_EOS.SINK.PRE_COMMIT_LOST"
+
     def __init__(self, batch_id: int, transactional_id: str, detail: str) -> None:
         self.batch_id = batch_id
         self.transactional_id = transactional_id
@@ -36,6 +38,8 @@ class PreCommitLostError(KafkaEosError):
 class TransactionLostError(KafkaEosError):
     """A decided batch has a transaction that can no longer be committed: its records are lost
     to read_committed readers. This must never pass silently."""
+
+    code = "KAFKA_EOS.SINK.TRANSACTION_LOST"
 
     def __init__(
         self,
@@ -107,6 +111,8 @@ class PrefixConflictError(KafkaEosError):
     """Another query writes with the same ``transactionalIdPrefix``: the prefix must be unique
     per query. The two never fence each other (their ids differ by owner), but a redeploy that
     left the old query running would write the output twice."""
+
+    code = "KAFKA_EOS.SINK.PREFIX_CONFLICT"
 
     def __init__(
         self,

@@ -66,10 +66,14 @@ _IDENTITY_INTERVAL_MS = 20
 class DeliveryFailed(KafkaEosError):
     """A record could not be written; the task fails and Spark retries it."""
 
+    code = "KAFKA_EOS.SINK.DELIVERY_FAILED"
+
 
 class TransactionTooLong(KafkaEosError):
     """The task held its transaction so long that the broker would abort it before the
     driver's commit: the batch is larger than the transaction timeout allows."""
+
+    code = "KAFKA_EOS.SINK.TRANSACTION_TOO_LONG"
 
 
 class _Delivery:
