@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from checkpoint.errors import ConfigError, KafkaEosError
+from checkpoint.errors import KafkaEosError
+from connectors.options import OptionError
 
 _log = logging.getLogger(__name__)
 
@@ -13,18 +14,17 @@ _log = logging.getLogger(__name__)
 class KafkaSourceError(KafkaEosError):
     """Root of the source's errors: the Kafka source for Spark cannot go on."""
 
+    code = "KAFKA_EOS.SOURCE.READ_FAILED"
 
-class SourceOptionError(KafkaSourceError, ConfigError):
+
+class SourceOptionError(KafkaSourceError, OptionError):
     """A source option is missing, malformed or contradicts another one.
 
     >>> SourceOptionError("maxOffsetsPerTrigger", "-5", "a positive whole number, e.g. 100000")
     """
 
-    def __init__(self, option: str, value: object, fix: str) -> None:
-        self.option = option
-        self.value = value
-        self.fix = fix
-        super().__init__(f"kafka-eos source option {option}={value!r} is not valid: {fix}")
+    code = "KAFKA_EOS.SOURCE.INVALID_OPTION"
+    side = "source"
 
 
 class DataLossError(KafkaSourceError):
@@ -33,6 +33,8 @@ class DataLossError(KafkaSourceError):
     Raised only with ``failOnDataLoss=true`` (the default); with ``false`` the source logs the
     same text as a warning and skips what is gone, as Spark's built-in source does.
     """
+
+    code = "KAFKA_EOS.SOURCE.DATA_LOSS"
 
     def __init__(self, detail: str) -> None:
         self.detail = detail
