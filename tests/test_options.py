@@ -14,6 +14,7 @@ from connectors.options import (
     format_duration,
     positive_int,
 )
+from connectors.policy.errors import LintOptionError
 
 
 @pytest.mark.parametrize(
@@ -72,7 +73,8 @@ def test_boolean_and_choice():
 
 
 def test_each_side_names_itself_and_is_one_option_error():
-    for error, side in ((SourceOptionError, "source"), (SinkOptionError, "sink")):
+    sides = ((SourceOptionError, "source"), (SinkOptionError, "sink"), (LintOptionError, "lint"))
+    for error, side in sides:
         reader = OptionReader.of({"MaxTriggerDelay": "soon"}, error)
         with pytest.raises(error) as caught:
             reader.duration_ms("maxTriggerDelay", "15m")

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from checkpoint.errors import ConfigError, KafkaEosError
+from connectors.options import OptionError
 
 if TYPE_CHECKING:
     from connectors.policy.findings import Finding
@@ -24,6 +25,14 @@ class LintInputError(LintError, ConfigError):
     """
 
     code = "KAFKA_EOS.LINT.INVALID_INPUT"
+
+
+class LintOptionError(LintInputError, OptionError):
+    """A linter flag or a pipeline file's timing key is malformed, read with the one option
+    grammar (:mod:`connectors.options`)."""
+
+    code = "KAFKA_EOS.LINT.INVALID_OPTION"
+    side = "lint"
 
 
 class LiveClusterError(LintError):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 
-from connectors.options import OptionError, duration_ms, format_duration
+from connectors.options import duration_ms, format_duration
 from connectors.policy.client_keys import CLIENTS, DEFAULT_CLIENT, Client
-from connectors.policy.errors import LintError
+from connectors.policy.errors import LintError, LintOptionError
 from connectors.policy.inputs import TIMING_NAMES, ConsumerInput, LintInput, Timing
 from connectors.policy.redact import scrub, secret_values
 from connectors.policy.registry import RULES, lint_report
@@ -38,8 +38,9 @@ class _Duration(click.ParamType):
         if isinstance(value, int):
             return value
         try:
-            return duration_ms(param.opts[0] if param else self.name, str(value))
-        except OptionError as exc:
+            option = param.opts[0] if param else self.name
+            return duration_ms(option, str(value), error=LintOptionError)
+        except LintOptionError as exc:
             self.fail(str(exc), param, ctx)
 
 
@@ -190,7 +191,7 @@ def command(
         report = lint_report(
             lint_input.with_default_broker(), _split(select) or None, _split(ignore)
         )
-    except (LintError, OptionError) as exc:
+    except LintError as exc:
         raise InputFailure(scrub(str(exc), secrets)) from None
     print_report(report, fmt, sys.stdout)
     summary = report["summary"]

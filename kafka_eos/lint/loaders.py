@@ -17,7 +17,7 @@ import yaml
 from connectors.kafka.key_policy import SOURCE
 from connectors.options import duration_ms
 from connectors.policy.client_keys import CLIENTS, DEFAULT_CLIENT, Client, merge_configs
-from connectors.policy.errors import LintInputError
+from connectors.policy.errors import LintInputError, LintOptionError
 from connectors.policy.inputs import (
     TIMING_NAMES,
     ClusterFacts,
@@ -289,7 +289,9 @@ def _timing(value: object, source: str) -> Timing:
         )
     return Timing(
         **{
-            TIMING_NAMES[name]: duration_ms(f"{where}.{name}", _scalar(raw, where))
+            TIMING_NAMES[name]: duration_ms(
+                f"{where}.{name}", _scalar(raw, where), error=LintOptionError
+            )
             for name, raw in timing.items()
         }
     )

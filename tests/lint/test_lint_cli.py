@@ -178,7 +178,7 @@ def test_list_rules(cli):
     ("args", "message"),
     [
         (("--producer-config", "/nonexistent.properties"), "does not exist"),
-        (("--max-batch-duration", "soon"), "not a duration"),
+        (("--max-batch-duration", "soon"), "expected a duration"),
         (("--client", "go"), "Invalid value for '--client'"),
         (("--select", "EOS999"), "unknown rule 'EOS999'"),
         (("-X", "security.protocol"), "expected KEY=VALUE"),
