@@ -11,14 +11,14 @@ export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: demo test venv kafka-jars spark-kafka-jars docker-engine images check unit integration \
-	test-faults-removed bench stop-docker clean
+.PHONY: demo test venv kafka-jars spark-kafka-jars registry-jars docker-engine images check unit \
+	integration test-faults-removed bench stop-docker clean
 
 demo: venv kafka-jars
 	@echo "==> kafka-eos demo (embedded Kafka + Spark local[*])"
 	$(BIN)/kafka-eos demo
 
-test: venv kafka-jars spark-kafka-jars images check unit integration
+test: venv kafka-jars spark-kafka-jars registry-jars images check unit integration
 	@echo "==> all tests passed"
 
 venv: $(VENV)/.installed
@@ -39,6 +39,12 @@ spark-kafka-jars:
 	@echo "==> Spark's Kafka connector jars from Maven Central"
 	@scripts/spark-kafka-jars/fetch.sh
 
+# A real schema registry for the tests (kafka_eos/cluster/registry.py): Apicurio Registry's
+# server, whose API at /apis/ccompat/v7 is Confluent's.
+registry-jars:
+	@echo "==> Apicurio Registry server from Maven Central"
+	@scripts/registry/fetch.sh
+
 docker-engine:
 	@echo "==> Docker engine"
 	@scripts/docker-engine.sh start
@@ -56,7 +62,7 @@ unit: venv
 	@echo "==> unit tests (no broker)"
 	$(BIN)/python -m pytest tests -q
 
-integration: venv kafka-jars spark-kafka-jars images
+integration: venv kafka-jars spark-kafka-jars registry-jars images
 	@echo "==> integration tests (real Kafka, real Spark)"
 	$(BIN)/python -m pytest integration_tests -q -rA --durations=15
 
