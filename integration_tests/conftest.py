@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from integration_tests.kafka_fixtures import running_cluster, selected_mode, selected_version
+from integration_tests.registry_fixtures import schema_registry  # noqa: F401
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.spark_session import new_spark_session
 
