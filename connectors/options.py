@@ -25,8 +25,10 @@ from typing import ClassVar
 
 from checkpoint.errors import ConfigError
 
+# ASCII digits only: str.isdigit() also takes '²', which int() then refuses.
+_DIGITS = re.compile(r"[0-9]+")
 # One part of a duration: a number, then a unit. Parts concatenate: 1h30m.
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(us|ms|min|s|m|h|d)")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(us|ms|min|s|m|h|d)")
 _UNIT_MS = {"us": 1e-3, "ms": 1, "s": 1_000, "m": 60_000, "min": 60_000, "h": 3_600_000}
 _UNIT_MS["d"] = 86_400_000
 DURATION_GRAMMAR = (
@@ -57,7 +59,7 @@ def duration_ms(option: str, text: str | int, *, error: type[OptionError] = Opti
     """Milliseconds from ``30s``, ``15m``, ``1h30m``, ``1.5s``, ``500us`` or plain ``60000``,
     rounded to a whole millisecond (Spark's time strings accept ``us`` too)."""
     raw = "".join(str(text).split()).lower()
-    if raw.isdigit():
+    if _DIGITS.fullmatch(raw):
         return int(raw)
     parts = _DURATION_PART.findall(raw)
     if not parts or "".join(n + u for n, u in parts) != raw:
@@ -80,11 +82,16 @@ def format_duration(ms: int) -> str:
     return out + (f"{rest}ms" if rest else "")
 
 
+def is_digits(text: str) -> bool:
+    """Whether ``text`` is ASCII digits only, which ``int()`` always reads."""
+    return _DIGITS.fullmatch(text) is not None
+
+
 def positive_int(
     option: str, text: str, *, example: str = "100000", error: type[OptionError] = OptionError
 ) -> int:
     """A whole number above zero, written in digits."""
-    if not text.strip().isdigit() or int(text) <= 0:
+    if not _DIGITS.fullmatch(text.strip()) or int(text) <= 0:
         raise error(option, text, f"expected a positive whole number, e.g. {example}")
     return int(text)
 

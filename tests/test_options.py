@@ -92,3 +92,12 @@ def test_the_reader_is_case_insensitive_and_keeps_defaults():
     assert reader.duration_ms("maxTriggerDelay", "15m") == 900_000
     with pytest.raises(OptionError, match=r"it is required, e\.g\. k:9092"):
         reader.required("kafka.bootstrap.servers", "k:9092")
+
+
+@pytest.mark.parametrize("text", ["²", "1²", "٣"])
+def test_digits_that_are_not_ascii_are_option_errors_not_crashes(text):
+    """str.isdigit() takes them and int() does not."""
+    with pytest.raises(OptionError):
+        duration_ms("maxTriggerDelay", text)
+    with pytest.raises(OptionError):
+        positive_int("minPartitions", text)

@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from checkpoint.deadline import Deadline
 from checkpoint.errors import DeadlineExceeded
+from connectors.options import is_digits
 from connectors.policy.errors import LiveClusterError
 from connectors.policy.inputs import (
     TRANSACTION_STATE_TOPIC,
@@ -127,7 +128,7 @@ def _strictest(broker_configs: list[dict[str, str]]) -> dict[str, str]:
     and one that has not yet taken a raised maximum (a rolling change) refuses a timeout above
     its own."""
     config = dict(broker_configs[0])
-    maxima = [int(c[_MAX_TIMEOUT]) for c in broker_configs if c.get(_MAX_TIMEOUT, "").isdigit()]
+    maxima = [int(c[_MAX_TIMEOUT]) for c in broker_configs if is_digits(c.get(_MAX_TIMEOUT, ""))]
     if maxima:
         config[_MAX_TIMEOUT] = str(min(maxima))
     return config

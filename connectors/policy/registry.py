@@ -41,6 +41,10 @@ def discover_rules(package: ModuleType) -> Mapping[str, Rule]:
                 f"and {rule.module}"
             )
         found[rule.meta.id] = rule
+    if not found:
+        # An import mechanism that cannot list the package would otherwise lint with no rules
+        # and report a clean configuration.
+        raise LintError(f"no rule module found in {package.__name__} ({package.__path__})")
     return MappingProxyType(dict(sorted(found.items())))
 
 

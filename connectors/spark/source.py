@@ -155,7 +155,7 @@ class KafkaBatchReader(_KafkaRead, DataSourceReader):
             keys = _partitions_to_start(kafka, options)
             start = kafka.resolve(options.starting, keys)
             end = kafka.resolve(options.ending, keys)
-            latest = end if options.ending.kind is BoundKind.LATEST else kafka.latest(keys)
+            latest = end if options.ending.kind == BoundKind.LATEST else kafka.latest(keys)
         finally:
             kafka.close()
         ranges = batch_ranges(

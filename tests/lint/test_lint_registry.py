@@ -144,3 +144,10 @@ def test_discovery_refuses_a_duplicate_id_or_a_module_that_is_not_a_rule(
     package = _fake_package(tmp_path, monkeypatch, name, dict([first, second]))
     with pytest.raises(LintError, match=error):
         discover_rules(package)
+
+
+def test_discovery_refuses_a_package_it_finds_no_rule_in(tmp_path, monkeypatch):
+    """Linting with no rules would report a clean configuration."""
+    package = _fake_package(tmp_path, monkeypatch, "fake_rules_empty", {"_helpers": "H = 1\n"})
+    with pytest.raises(LintError, match=r"no rule module found in fake_rules_empty"):
+        discover_rules(package)

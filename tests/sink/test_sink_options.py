@@ -103,10 +103,13 @@ def test_without_a_prefix_one_is_derived_from_the_checkpoint_location() -> None:
     assert given is not None and not given.prefix_derived  # the option wins
 
 
+@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once", "none"])
 @pytest.mark.parametrize("empty", ["", " "])
-def test_an_empty_prefix_is_refused_not_replaced_by_a_derived_one(empty: str) -> None:
+def test_an_empty_prefix_is_refused_not_replaced_by_a_derived_one(
+    empty: str, guarantee: str
+) -> None:
     """An empty value is a mistake (an unset variable), not a request for the default."""
-    message = error_of(transactionalIdPrefix=empty)
+    message = error_of(transactionalIdPrefix=empty, deliveryGuarantee=guarantee)
     assert f"transactionalIdPrefix={empty!r} is not valid: it is empty" in message
     assert "remove the option to derive a prefix" in message
 

@@ -3,6 +3,7 @@ retried, fail loudly, or mean "no such topic", each as Kafka means them. No brok
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -133,6 +134,17 @@ def test_a_stream_start_keeps_latest_symbolic_and_resolves_earliest() -> None:
     start = kafka.resolve(kafka._options.starting, [("t", 0), ("t", 1), ("t", 2)], keep_latest=True)
     assert start == {("t", 0): 7, ("t", 1): -1, ("t", 2): 5}
     assert consumer.asked == [[(("t", 0), -2)]]
+
+
+def test_bounds_resolve_by_value_not_by_enum_identity() -> None:
+    """A reloaded options module (a notebook's autoreload) makes new enum members: a start at
+    latest must still resolve as latest, not fall into a timestamp lookup (the earliest)."""
+    consumer = FakeConsumer(offsets=[])
+    kafka = reader(consumer, subscribe="t")
+    starting = kafka._options.starting
+    reloaded = dataclasses.replace(starting, kind=str(starting.kind), side=str(starting.side))
+    assert kafka.resolve(reloaded, [("t", 0)], keep_latest=True) == {("t", 0): -1}
+    assert consumer.asked == []
 
 
 class TestUnknownForOneAnswer:

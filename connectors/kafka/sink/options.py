@@ -102,6 +102,15 @@ class SinkOptions:
                 if option in read
             }
         )
+        prefix = read.get("transactionalIdPrefix")
+        if prefix is not None and not prefix.strip():
+            # A mistake (an unset variable), whatever the guarantee: not a request for the default.
+            raise SinkOptionError(
+                "transactionalIdPrefix",
+                prefix,
+                "it is empty: remove the option to derive a prefix from the checkpoint location, "
+                "or give one",
+            )
         exactly_once = None
         if guarantee == DeliveryGuarantee.EXACTLY_ONCE:
             exactly_once = _exactly_once(read)
@@ -146,13 +155,6 @@ def _exactly_once(read: OptionReader) -> ExactlyOnceOptions:
     prefix = read.get("transactionalIdPrefix")
     if prefix is None:
         return ExactlyOnceOptions(checkpoint_location, derived_prefix(checkpoint_location), True)
-    if not prefix.strip():
-        raise SinkOptionError(
-            "transactionalIdPrefix",
-            prefix,
-            "it is empty: remove the option to derive a prefix from the checkpoint location, "
-            "or give one",
-        )
     if not _STABLE_PREFIX.fullmatch(prefix):
         raise SinkOptionError(
             "transactionalIdPrefix", prefix, "it may only hold letters, digits, '.', '_' and '-'"

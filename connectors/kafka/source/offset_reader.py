@@ -148,7 +148,7 @@ class KafkaOffsetReader:
             }
 
         found = self._call("list topics", lookup)
-        if subscription.kind is SubscriptionKind.ASSIGN:
+        if subscription.kind == SubscriptionKind.ASSIGN:
             return sorted(found & set(subscription.partitions))
         return sorted(
             key for key in found if key[0] not in _INTERNAL_TOPICS and subscription.matches(key[0])
@@ -168,7 +168,7 @@ class KafkaOffsetReader:
         subscription = self._options.subscription
         named = (
             set(subscription.partitions)
-            if subscription.kind is SubscriptionKind.ASSIGN
+            if subscription.kind == SubscriptionKind.ASSIGN
             else {(topic, 0) for topic in subscription.topics}  # every topic has partition 0
         )
         deadline = Deadline(self._options.api_timeout_s)
@@ -249,7 +249,7 @@ class KafkaOffsetReader:
         """Whether the subscription covers ``key`` (it may not after a restart with other
         subscription options; such a partition is dropped, as in Spark)."""
         subscription = self._options.subscription
-        if subscription.kind is SubscriptionKind.ASSIGN:
+        if subscription.kind == SubscriptionKind.ASSIGN:
             return key in subscription.partitions
         return key[0] not in _INTERNAL_TOPICS and subscription.matches(key[0])
 
@@ -264,7 +264,7 @@ class KafkaOffsetReader:
         (retried by the caller if transient).
         """
         subscription = self._options.subscription
-        if subscription.kind is SubscriptionKind.SUBSCRIBE_PATTERN:
+        if subscription.kind == SubscriptionKind.SUBSCRIBE_PATTERN:
             found: dict[str, frozenset[int]] = {}
             for name, topic in self._client().list_topics(timeout=remaining).topics.items():
                 if topic.error is None:
@@ -399,22 +399,23 @@ class KafkaOffsetReader:
         def latest(found: Iterable[PartitionKey]) -> PartitionOffsets:
             return dict.fromkeys(found, LATEST) if keep_latest else self.latest(found)
 
-        if bound.kind is BoundKind.EARLIEST:
+        if bound.kind == BoundKind.EARLIEST:
             return self.list_offsets(dict.fromkeys(keys, EARLIEST))
-        if bound.kind is BoundKind.LATEST:
+        if bound.kind == BoundKind.LATEST:
             return latest(keys)
         if bound.kind.per_partition and set(bound.offsets) != set(keys):
             raise not_exactly_named(bound, keys)
-        if bound.kind is BoundKind.OFFSETS:
+        if bound.kind == BoundKind.OFFSETS:
             earliest = {k: o for k, o in bound.offsets.items() if o == EARLIEST}
             latest_keys = [k for k, o in bound.offsets.items() if o == LATEST]
             return {**bound.offsets, **self.list_offsets(earliest), **latest(latest_keys)}
-        stamps = (
-            bound.offsets
-            if bound.kind is BoundKind.TIMESTAMPS
-            else dict.fromkeys(keys, bound.timestamp)
-        )
-        starting = bound.side is BoundSide.START
+        if bound.kind == BoundKind.TIMESTAMPS:
+            stamps = bound.offsets
+        elif bound.kind == BoundKind.TIMESTAMP:
+            stamps = dict.fromkeys(keys, bound.timestamp)
+        else:  # a new kind must say how it resolves, not fall into a timestamp lookup
+            raise ValueError(f"no resolution for offset bound {bound!r}")
+        starting = bound.side == BoundSide.START
         found = self.list_offsets(stamps, uncommitted=starting)
         if starting and not keep_latest and self._options.isolation_level == "read_committed":
             matched = [key for key, offset in found.items() if offset >= 0]

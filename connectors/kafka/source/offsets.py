@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 from checkpoint.errors import FormatError, UnsupportedFormatVersion
 from connectors.kafka.source.errors import SourceOptionError
+from connectors.options import is_digits
 
 PartitionKey = tuple[str, int]
 """``(topic, partition)``: a plain tuple so that it pickles small and sorts naturally."""
@@ -74,7 +75,7 @@ def from_json_dict(data: object, *, what: str, symbolic: bool = False) -> Partit
         if not isinstance(partitions, dict):
             raise FormatError(f"{what}: topic {topic!r} maps to {partitions!r}, not an object")
         for partition, offset in partitions.items():
-            if not (isinstance(partition, str) and partition.isdigit()):
+            if not (isinstance(partition, str) and is_digits(partition)):
                 raise FormatError(f"{what}: partition {partition!r} of {topic!r} is not a number")
             if type(offset) is not int or not (offset >= 0 or (symbolic and offset == LATEST)):
                 raise FormatError(f"{what}: offset {offset!r} of {topic}-{partition} is invalid")
@@ -100,7 +101,7 @@ def parse_offsets_option(option: str, text: str, *, allowed: str, example: str) 
         if not is_topic_name(topic) or not isinstance(partitions, dict) or not partitions:
             raise SourceOptionError(option, text, fix)
         for partition, value in partitions.items():
-            if not partition.isdigit() or type(value) is not int:
+            if not is_digits(partition) or type(value) is not int:
                 raise SourceOptionError(option, text, fix)
             offsets[(topic, int(partition))] = value
     return offsets

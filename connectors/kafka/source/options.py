@@ -30,7 +30,7 @@ from connectors.kafka.source.offsets import (
     parse_assign,
     parse_offsets_option,
 )
-from connectors.options import OptionReader
+from connectors.options import OptionReader, is_digits
 
 _log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class Subscription:
 
         Java's ``Pattern.matcher().matches()`` is a full match, hence ``fullmatch``.
         """
-        if self.kind is SubscriptionKind.SUBSCRIBE:
+        if self.kind == SubscriptionKind.SUBSCRIBE:
             return topic in self.topics
         return re.fullmatch(self.pattern, topic) is not None
 
@@ -312,7 +312,7 @@ def _by_timestamp(opts: Mapping[str, str], name: str, side: BoundSide) -> Offset
 def _timestamp(opts: Mapping[str, str], name: str, side: BoundSide) -> OffsetBound:
     """``startingTimestamp`` / ``endingTimestamp``: one timestamp for every partition."""
     value = opts[name.lower()]
-    if not value.strip().isdigit():
+    if not is_digits(value.strip()):
         raise SourceOptionError(
             name, value, "expected milliseconds since the epoch, e.g. 1700000000000"
         )
