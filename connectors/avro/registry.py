@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import unquote, urlsplit
-
-from confluent_kafka.schema_registry import Schema as RegistrySchema
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from checkpoint.errors import KafkaEosError
 from connectors.avro.schema import AvroSchemaError, Schema, parse, plain
+
+if TYPE_CHECKING:  # the client pulls in an HTTP stack: imported at first use, in _client()
+    from confluent_kafka.schema_registry import Schema as RegistrySchema
+    from confluent_kafka.schema_registry import SchemaRegistryClient
 
 _PREFIX = "schema.registry."
 _SECRET_KEYS = ("user.info", "password", "secret", "token")
@@ -119,6 +119,8 @@ class SchemaRegistry:
     def register(self, subject: str, schema: Schema) -> int:
         """The id of ``schema`` under ``subject``: looked up, and registered only if absent
         (registering needs write access, and may be refused by the subject's compatibility)."""
+        from confluent_kafka.schema_registry import Schema as RegistrySchema
+
         text = RegistrySchema(json.dumps(plain(schema)), "AVRO")
         what = f"subject {subject}"
         try:
@@ -129,6 +131,9 @@ class SchemaRegistry:
         return self._call(what, lambda c: c.register_schema(subject, text))
 
     def _call(self, what: str, call: Callable[[SchemaRegistryClient], _T]) -> _T:
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
         try:
             if self._client is None:
                 self._client = SchemaRegistryClient(self._config)

@@ -30,7 +30,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -48,11 +48,17 @@ from checkpoint.errors import CheckpointCommitFailed, ConfigError
 from checkpoint.model import Committable
 from checkpoint.store import SnapshotStore, read_location
 from checkpoint.two_phase_commit import TwoPhaseCommit
+from connectors.avro.batches import BatchEncoder
 from connectors.kafka.cluster_facts import LiveClusterError, read_cluster
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import TransactionLostError
 from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
-from connectors.kafka.sink.options import DeliveryGuarantee, ExactlyOnceOptions, SinkOptions
+from connectors.kafka.sink.options import (
+    DeliveryGuarantee,
+    ExactlyOnceOptions,
+    SinkOptionError,
+    SinkOptions,
+)
 from connectors.kafka.sink.writer import AtLeastOnceWriter, ExactlyOnceWriter, NoGuaranteeWriter
 from connectors.policy import checked_sink_config
 from connectors.policy.inputs import Timing
@@ -80,14 +86,20 @@ class KafkaCommitMessage(WriterCommitMessage):
 def stream_writer(options: dict[str, str], schema: StructType) -> DataSourceStreamArrowWriter:
     """Pick the writer for the delivery guarantee, as Flink's ``KafkaSink`` picks its writer."""
     sink = SinkOptions.parse(options)
-    check_input_schema(schema, sink.topic)
+    # An Avro column's schema is fixed here, on the driver: the latest of its subject if not given.
+    avro = tuple(column.resolved(sink.topic, SinkOptionError) for column in sink.avro)
+    sink = dataclasses.replace(sink, avro=avro)
+    check_input_schema(schema, sink.topic, avro={column.column for column in avro})
     if sink.exactly_once is not None:
         return ExactlyOnceStreamWriter(sink, sink.exactly_once)
     return FlushingStreamWriter(sink)
 
 
-def check_input_schema(schema: StructType, topic_option: str | None) -> None:
-    """The columns of Spark's Kafka sink, with their types; other columns are ignored."""
+def check_input_schema(
+    schema: StructType, topic_option: str | None, *, avro: Collection[str] = ()
+) -> None:
+    """The columns of Spark's Kafka sink, with their types; other columns are ignored. An Avro
+    column (``avro``) may have any type: the encoder checks its values against the schema."""
     # Exact names, as Spark's Kafka sink: records are read by these names, so a 'Value' column
     # must not pass for 'value' (its records would be written with a null value).
     fields = {f.name: f.dataType for f in schema.fields}
@@ -100,7 +112,7 @@ def check_input_schema(schema: StructType, topic_option: str | None) -> None:
                     f"the sink needs a '{name}' column ({what}); columns: {list(fields)}"
                 )
             return
-        if not isinstance(found, allowed):
+        if not isinstance(found, allowed) and name not in avro:
             raise ConfigError(
                 f"column '{name}' has type {found.simpleString()}; expected {what}: "
                 f"cast it, e.g. df.selectExpr('CAST({name} AS STRING) AS {name}')"
@@ -122,6 +134,12 @@ def check_input_schema(schema: StructType, topic_option: str | None) -> None:
             f"column 'headers' has type {headers.simpleString()}; expected "
             "array<struct<key:string,value:binary>> as in Spark's Kafka sink"
         )
+
+
+def _encoded(sink: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batches with their Avro columns encoded, each before it is produced: a value that
+    does not fit its schema fails the task, and with exactly_once nothing of it is visible."""
+    return BatchEncoder(sink.avro, sink.topic).encode(batches) if sink.avro else batches
 
 
 def _task() -> tuple[int, int, int]:
@@ -211,7 +229,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             self._sink.flush_timeout_s,
             commit_timeout_s=self._sink.commit_timeout_s,
         )
-        committable = writer.write_and_pre_commit(batch_id, iterator)
+        committable = writer.write_and_pre_commit(batch_id, _encoded(self._sink, iterator))
         # A task can still fail after its pre-commit (its result lost on the way to the driver):
         # its transaction is then a lingering one, which the driver aborts.
         crash_point(CrashPoint.TASK_AFTER_PRE_COMMIT, checkpoint_id=batch_id)
@@ -269,7 +287,7 @@ class FlushingStreamWriter(DataSourceStreamArrowWriter):
         writer = writer_class(
             self._sink.producer_config, self._sink.topic, self._sink.flush_timeout_s
         )
-        writer.write_and_flush(iterator)
+        writer.write_and_flush(_encoded(self._sink, iterator))
         return WriterCommitMessage()
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

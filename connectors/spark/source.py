@@ -31,7 +31,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -51,6 +51,7 @@ from pyspark.sql.types import (
 )
 
 from checkpoint.errors import DeadlineExceeded
+from connectors.avro.batches import BatchDecoder
 from connectors.kafka.source.admission import (
     TriggerDelay,
     available_now_end,
@@ -71,7 +72,13 @@ from connectors.kafka.source.offsets import (
     from_json_dict,
     to_json_dict,
 )
-from connectors.kafka.source.options import BoundKind, SourceOptions, parse_options
+from connectors.kafka.source.options import (
+    AvroReading,
+    BoundKind,
+    SourceOptions,
+    parse_avro,
+    parse_options,
+)
 from connectors.kafka.source.range_reader import read_range
 from connectors.kafka.source.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
 from connectors.spark.worker_heap import freeze_imported_heap
@@ -94,13 +101,28 @@ _HEADERS = StructField(
 
 
 def source_schema(options: Mapping[str, str]) -> StructType:
-    """The row schema; ``headers`` is there only with ``includeHeaders=true``, as in Spark."""
+    """The row schema; ``headers`` is there only with ``includeHeaders=true``, as in Spark.
+    An Avro ``key`` or ``value`` has the type of its schema (connectors.avro)."""
     flags = {key.lower(): str(value).strip().lower() for key, value in options.items()}
-    return _schema(flags.get("includeheaders") == "true")
+    return _schema(flags.get("includeheaders") == "true", _decoder(parse_avro(options)))
 
 
-def _schema(with_headers: bool) -> StructType:
-    return StructType([*_FIELDS, _HEADERS] if with_headers else _FIELDS)
+def _schema(with_headers: bool, decoder: BatchDecoder | None = None) -> StructType:
+    schema = StructType([*_FIELDS, _HEADERS] if with_headers else _FIELDS)
+    if decoder is None:
+        return schema
+    types = {name: from_arrow_type(arrow) for name, arrow in decoder.fields()}
+    fields = [StructField(f.name, types.pop(f.name, f.dataType)) for f in schema.fields]
+    return StructType(fields + [StructField(name, type_) for name, type_ in types.items()])
+
+
+def _decoder(avro: AvroReading | None) -> BatchDecoder | None:
+    """The decoder of the Avro columns, each with its schema: the given one, or the latest of
+    its subject (read here, on the driver, once per query start)."""
+    if avro is None:
+        return None
+    columns = [column.resolved(avro.topic, SourceOptionError) for column in avro.columns]
+    return BatchDecoder(columns, permissive=avro.permissive)
 
 
 class KafkaInputPartition(InputPartition):
@@ -115,12 +137,14 @@ class _KafkaRead:
 
     def __init__(self, options: Mapping[str, str], schema: StructType, *, streaming: bool) -> None:
         self._options: SourceOptions = parse_options(options, streaming=streaming)
-        if schema != _schema(self._options.include_headers):
+        self._decoder = _decoder(self._options.avro)
+        if schema != _schema(self._options.include_headers, self._decoder):
             raise SourceOptionError(
                 "schema",
                 schema.simpleString(),
                 "the Kafka source has a fixed schema; remove .schema(...) and cast the key and "
-                "value columns instead",
+                "value columns instead (an Avro column takes the type of its schema: "
+                "valueSchema, or the subject's latest when the query started)",
             )
         self._schema = schema
         # Assign-only consumers never join a group; the ids only name the clients, as Spark's.
@@ -133,8 +157,13 @@ class _KafkaRead:
         # Spark hands over InputPartition(None) when a batch query planned no range.
         if not isinstance(partition, KafkaInputPartition):
             return iter(())
-        schema = to_arrow_schema(self._schema, timezone="UTC")
-        return read_range(partition.value, self._options, self._executor_group, schema)
+        if self._decoder is None:
+            schema = to_arrow_schema(self._schema, timezone="UTC")
+            return read_range(partition.value, self._options, self._executor_group, schema)
+        # Read as Kafka has it, then decode: a malformed value names its offset.
+        kafka = to_arrow_schema(_schema(self._options.include_headers), timezone="UTC")
+        batches = read_range(partition.value, self._options, self._executor_group, kafka)
+        return self._decoder.decode(batches, to_arrow_schema(self._schema, timezone="UTC"))
 
     def _tasks(self, ranges: list[OffsetRange]) -> list[KafkaInputPartition]:
         options = self._options

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from connectors.avro.options import AvroColumn, avro_columns
 from connectors.kafka.client_config import kafka_python_config
 from connectors.kafka.key_policy import SINK
 from connectors.kafka.sink.naming import derived_prefix
@@ -72,6 +73,7 @@ class SinkOptions:
     timing: Timing = field(default_factory=Timing)
     flush_timeout_s: float = 120.0
     commit_timeout_s: float = 60.0
+    avro: tuple[AvroColumn, ...] = ()  # key or value written as Avro (connectors.avro)
 
     def __post_init__(self) -> None:
         if (self.guarantee == DeliveryGuarantee.EXACTLY_ONCE) != (self.exactly_once is not None):
@@ -114,15 +116,25 @@ class SinkOptions:
         exactly_once = None
         if guarantee == DeliveryGuarantee.EXACTLY_ONCE:
             exactly_once = _exactly_once(read)
+        avro = avro_columns(read, SinkOptionError, source=False)
+        topic = read.get("topic") or None
+        if topic is None and any(column.registry is not None for column in avro):
+            raise SinkOptionError(
+                "topic",
+                None,
+                "schema.registry.url needs the topic option: the schema's subject is "
+                "<topic>-value (or -key), Confluent's TopicNameStrategy",
+            )
         return cls(
             bootstrap_servers=bootstrap,
-            topic=read.get("topic") or None,
+            topic=topic,
             guarantee=guarantee,
             exactly_once=exactly_once,
             producer_config=producer,
             timing=timing,
             flush_timeout_s=_millis(read, "flushTimeoutMs", 120_000) / 1000,
             commit_timeout_s=_millis(read, "commitTimeoutMs", 60_000) / 1000,
+            avro=avro,
         )
 
     def _sanity_check(self) -> None:

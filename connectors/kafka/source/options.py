@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from connectors.avro.options import AvroColumn, avro_columns
 from connectors.kafka.source.client import librdkafka_config
 from connectors.kafka.source.errors import SourceOptionError
 from connectors.kafka.source.offsets import (
@@ -34,6 +35,7 @@ from connectors.options import OptionReader, is_digits
 
 _log = logging.getLogger(__name__)
 
+_AVRO_OPTIONS = ("Format", "Schema", "SchemaFile", "WriterSchema", "WriterSchemaFile")
 # The source's own options, lower-cased; anything else not ``kafka.*`` is unknown.
 _OPTIONS = frozenset(
     name.lower()
@@ -59,6 +61,9 @@ _OPTIONS = frozenset(
         "kafkaConsumer.pollTimeoutMs",
         "fetchOffset.numRetries",
         "fetchOffset.retryIntervalMs",
+        # Avro (connectors.avro.options), plus any schema.registry.* key.
+        *(f"{side}{name}" for side in ("key", "value") for name in _AVRO_OPTIONS),
+        "mode",
     ]
 )
 
@@ -140,6 +145,16 @@ class OffsetBound:
 
 
 @dataclass(frozen=True)
+class AvroReading:
+    """The Avro columns and the ``mode`` for malformed values (FAILFAST, the default, or
+    PERMISSIVE: null, with the bytes in ``_corrupt_<column>``)."""
+
+    columns: tuple[AvroColumn, ...]
+    permissive: bool
+    topic: str | None  # the one topic read, whose subject gives a schema not given
+
+
+@dataclass(frozen=True)
 class SourceOptions:
     """Everything the driver and the executors need; small and picklable."""
 
@@ -161,6 +176,7 @@ class SourceOptions:
     poll_timeout_s: float = 120.0
     api_timeout_s: float = 60.0
     client_config: dict[str, str] = field(default_factory=dict)  # librdkafka keys
+    avro: AvroReading | None = None  # key or value read as Avro
 
 
 def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -168,7 +184,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
     read = OptionReader.of(options, SourceOptionError)
     opts = read.options
     client = librdkafka_config(opts)
-    for key in sorted(k for k in opts if not k.startswith("kafka.") and k not in _OPTIONS):
+    ours = ("kafka.", "schema.registry.")
+    for key in sorted(k for k in opts if not k.startswith(ours) and k not in _OPTIONS):
         _log.warning("kafka-eos source: unknown option %r is ignored", key)
     parsed = SourceOptions(
         bootstrap_servers=read.required("kafka.bootstrap.servers", "host1:9092,host2:9092"),
@@ -191,9 +208,33 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         poll_timeout_s=(read.positive_int("kafkaConsumer.pollTimeoutMs") or 120_000) / 1000,
         api_timeout_s=(read.positive_int("kafka.default.api.timeout.ms") or 60_000) / 1000,
         client_config=client,
+        avro=_avro(read),
     )
     _sanity_check(parsed, opts)
     return parsed
+
+
+def parse_avro(options: Mapping[str, str]) -> AvroReading | None:
+    """The Avro part of the options alone: ``DataSource.schema()`` needs it before Spark says
+    whether the query streams."""
+    return _avro(OptionReader.of(options, SourceOptionError))
+
+
+def _avro(read: OptionReader) -> AvroReading | None:
+    columns = avro_columns(read, SourceOptionError, source=True)
+    if not columns:
+        return None
+    subscription = _subscription(read.options)
+    topics = (
+        subscription.topics
+        if subscription.kind == SubscriptionKind.SUBSCRIBE
+        else tuple(sorted({topic for topic, _ in subscription.partitions}))
+    )
+    return AvroReading(
+        columns,
+        permissive=read.choice("mode", ("failfast", "permissive")) == "permissive",
+        topic=topics[0] if len(topics) == 1 else None,
+    )
 
 
 def _sanity_check(parsed: SourceOptions, opts: Mapping[str, str]) -> None:
