@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from checkpoint.crashpoints import ENV as CRASH_ENV
 from checkpoint.crashpoints import HITS_DIR_ENV, parse_spec, struck_marker
@@ -24,6 +26,7 @@ from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.naming import derived_prefix
 from connectors.kafka.transactions import TransactionAdmin, TxnDescription
 from integration_tests.conftest import create_topic
+from integration_tests.sink.pipeline_job import NUMBER_SCHEMA
 from kafka_eos.operations.drain import drain
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +56,7 @@ class Pipeline:
     input_topic: str | None = None
     location: str | None = None  # how the job spells the checkpoint location, if not as a path
     hits_dir: Path | None = None  # the crash points' record of the last run with a fault
+    avro: bool = False  # values are Avro records {"n": long} (NUMBER), in and out
 
     @property
     def transactional_id_prefix(self) -> str:
@@ -159,6 +163,8 @@ class Pipeline:
             command += ["--option", f"{key}={value}"]
         if stop_when is not None:
             command += ["--stop-when", str(stop_when)]
+        if self.avro:
+            command += ["--avro"]
         # A session of its own: a crash point kills the whole group, never the test.
         return subprocess.Popen(
             command,
@@ -171,14 +177,19 @@ class Pipeline:
         )
 
     def committed(self) -> Counter[int]:
-        return Counter(int(r.value or b"-1") for r in drain(self.bootstrap, self.topic))
+        return Counter(self._number(r.value) for r in drain(self.bootstrap, self.topic))
 
     def uncommitted(self) -> Counter[int]:
         """Every number in the log, aborted and open transactions' too: the evidence of what
         each attempt wrote, compared key by key like :meth:`committed`."""
         return Counter(
-            int(r.value or b"-1") for r in drain(self.bootstrap, self.topic, "read_uncommitted")
+            self._number(r.value) for r in drain(self.bootstrap, self.topic, "read_uncommitted")
         )
+
+    def _number(self, value: bytes | None) -> int:
+        if value is None:
+            return -1
+        return schemaless_reader(io.BytesIO(value), NUMBER)["n"] if self.avro else int(value)
 
     def kill(self, job: subprocess.Popen[str]) -> None:
         """kill -9 the job's whole group (driver, JVM, Python workers), as a crash point does."""
@@ -228,6 +239,15 @@ class Pipeline:
 
 
 # The batches of the default pipeline (300 numbers, 100 a batch).
+NUMBER = parse_schema(NUMBER_SCHEMA)
+
+
+def avro_number(n: int) -> bytes:
+    buf = io.BytesIO()
+    schemaless_writer(buf, NUMBER, {"n": n})
+    return buf.getvalue()
+
+
 BATCH_0, BATCH_1, ALL = Counter(range(100)), Counter(range(100, 200)), Counter(range(300))
 
 
@@ -235,18 +255,21 @@ def fed_pipeline(bootstrap: str, checkpoint: Path, **fields: Any) -> Pipeline:
     """The fault matrix's query: the numbers 0..299 in a topic of two partitions (so two
     tasks), read by the kafka-eos source, written to a new topic of two partitions."""
     numbers = create_topic(bootstrap, partitions=2)
-    fill_numbers(bootstrap, numbers, count=300, partitions=2)
+    fill_numbers(bootstrap, numbers, count=300, partitions=2, avro=fields.get("avro", False))
     output = create_topic(bootstrap, partitions=2)
     return Pipeline(bootstrap, output, checkpoint, input_topic=numbers, **fields)
 
 
-def fill_numbers(bootstrap: str, topic: str, count: int, partitions: int) -> None:
+def fill_numbers(
+    bootstrap: str, topic: str, count: int, partitions: int, *, avro: bool = False
+) -> None:
     """Write the numbers 0..count-1 to ``topic``, n to partition n % partitions, in order: with
     ``maxOffsetsPerTrigger`` = per_batch the source's batch k then holds exactly the numbers
     k*per_batch .. (k+1)*per_batch-1, as the test source's would."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for n in range(count):
-        producer.produce(topic, key=str(n), value=str(n), partition=n % partitions)
+        value = avro_number(n) if avro else str(n)
+        producer.produce(topic, key=str(n), value=value, partition=n % partitions)
     assert producer.flush(60) == 0, f"{topic}: not every input record was acknowledged"
 
 

@@ -9,6 +9,7 @@ environment picks the moment to die (``checkpoint.crashpoints``).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -17,6 +18,9 @@ from checkpoint.crashpoints import PGID_ENV
 from connectors.spark import register
 from integration_tests.numbers_source import NumbersSource
 from kafka_eos.spark_session import new_spark_session
+
+# With --avro, values are raw Avro of this schema, an option of the source and of the sink.
+NUMBER_SCHEMA = {"type": "record", "name": "Number", "fields": [{"name": "n", "type": "long"}]}
 
 
 def main(argv: list[str]) -> int:
@@ -32,6 +36,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--input-topic", help="read it with the kafka-eos source instead")
     parser.add_argument("--option", action="append", default=[], help="sink option key=value")
     parser.add_argument("--stop-when", help="call query.stop() once this file exists")
+    parser.add_argument("--avro", action="store_true", help="values are Avro {n: long}")
     args = parser.parse_args(argv)
     # Crash points anywhere (driver, JVM, Python workers) kill this job's whole group.
     os.environ[PGID_ENV] = str(os.getpgrp())
@@ -39,6 +44,7 @@ def main(argv: list[str]) -> int:
     spark = new_spark_session(args.master, app_name="kafka-eos-sink-under-test")
     spark.dataSource.register(NumbersSource)
     register(spark)
+    avro = {"valueFormat": "avro", "valueSchema": json.dumps(NUMBER_SCHEMA)} if args.avro else {}
     if args.input_topic:
         numbers = (
             spark.readStream.format("kafka-eos")
@@ -46,8 +52,9 @@ def main(argv: list[str]) -> int:
             .option("subscribe", args.input_topic)
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", str(args.per_batch))
+            .options(**avro)
             .load()
-            .selectExpr("CAST(CAST(value AS STRING) AS LONG) AS n")
+            .selectExpr("value.n AS n" if args.avro else "CAST(CAST(value AS STRING) AS LONG) AS n")
         )
     else:
         numbers = (
@@ -57,9 +64,11 @@ def main(argv: list[str]) -> int:
             .option("partitions", str(args.partitions))
             .load()
         )
+    value = "named_struct('n', n) AS value" if args.avro else "CAST(n AS STRING) AS value"
     writer = (
-        numbers.selectExpr("CAST(n AS STRING) AS key", "CAST(n AS STRING) AS value")
+        numbers.selectExpr("CAST(n AS STRING) AS key", value)
         .writeStream.format("kafka-eos")
+        .options(**avro)
         .option("kafka.bootstrap.servers", args.bootstrap)
         .option("topic", args.topic)
         .option("checkpointLocation", args.checkpoint)
