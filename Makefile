@@ -77,10 +77,10 @@ test-faults-removed: venv kafka-jars images
 		-k "not kafka-3.9.2" -q -rA
 
 # Not in `make test`: measurements, not tests. Each suite rewrites its own section of
-# docs/benchmarks.md (about 10 min for the pipeline, 2 min for the source, 60 min for the
+# docs/benchmarks.md (about 10 min for the pipeline, 2 min for the source, 2 min for Avro, 60 min for the
 # contenders, which set up Quix Streams and PyFlink in .cache/peers on first use: 1 GB, 1 min);
 # run on an idle machine.
-bench: venv kafka-jars spark-kafka-jars
+bench: venv kafka-jars spark-kafka-jars registry-jars
 	@echo "==> benchmarks (docs/benchmarks.md)"
 	@$(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/kafka-eos bench --suite contenders --records 1000000 --sizes 100,1000 --repeats 3 \
@@ -88,6 +88,7 @@ bench: venv kafka-jars spark-kafka-jars
 	$(BIN)/kafka-eos bench --records 100000 --batches 10 --repeats 2 --output docs/benchmarks.md
 	$(BIN)/kafka-eos bench --suite source --tasks 200 --triggers 20 --repeats 3 \
 		--output docs/benchmarks.md
+	$(BIN)/kafka-eos bench --suite avro --records 200000 --output docs/benchmarks.md
 
 stop-docker:
 	@scripts/docker-engine.sh stop

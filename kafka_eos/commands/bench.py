@@ -4,6 +4,7 @@
 ``--suite source``: what a source task and a trigger cost (``kafka_eos.bench_source``).
 ``--suite contenders``: ours beside Spark's built-in pipeline, the mixed pairs and a plain
 confluent-kafka loop (``kafka_eos.bench_contenders``), with a plot beside the report.
+``--suite avro``: the Avro codec beside Confluent's serdes (``kafka_eos.bench_avro``).
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from kafka_eos.commands._cluster import embedded_or_external_kafka
 @click.option("--repeats", default=2, show_default=True, type=click.IntRange(min=1))
 @click.option(
     "--suite",
-    type=click.Choice(["pipeline", "source", "contenders"]),
+    type=click.Choice(["pipeline", "source", "contenders", "avro"]),
     default="pipeline",
     show_default=True,
     help="pipeline: each delivery guarantee; source: the cost of a task and of a trigger; "
-    "contenders: ours beside Spark's built-in pipeline and a plain Python loop.",
+    "contenders: ours beside Spark's built-in pipeline and a plain Python loop; avro: the "
+    "Avro codec beside Confluent's serializer and deserializer (a 20-field record).",
 )
 @click.option(
     "--sizes",
@@ -76,6 +78,10 @@ def command(
             raise click.UsageError("--suite source starts its own Kafka (with a TLS listener)")
         rows = bench_source.run_source_bench(kafka_version, tasks, triggers, repeats)
         report = bench_source.render(rows, invocation, kafka_version, tasks, triggers)
+    elif suite == "avro":
+        from kafka_eos import bench_avro
+
+        report = bench_avro.run(records, invocation)
     elif suite == "contenders":
         report = _contenders(
             bootstrap_servers, kafka_version, records, sizes, repeats,
