@@ -262,3 +262,19 @@ def test_a_value_that_does_not_fit_the_sink_schema_fails_and_writes_nothing(
     assert drain(bootstrap, sink, isolation_level="read_uncommitted") == [], (
         "the batch is encoded before any record is produced"
     )
+
+
+def test_an_id_the_registry_does_not_know_is_a_malformed_value(
+    spark: SparkSession, kafka: KafkaCluster, schema_registry: RegistryServer
+) -> None:
+    """Bytes that look framed but name no schema: PERMISSIVE keeps them aside; FAILFAST stops
+    naming the id (a registry that does not answer at all fails both: tests/avro)."""
+    register(spark)
+    bootstrap = kafka.bootstrap_servers
+    topic = create_topic(bootstrap, 1)
+    _produce(bootstrap, topic, [b"\x00\x00\x0f\x42\x3f" + _raw(V2, {"sensor": "a", "count": 1})])
+    options = {"schema.registry.url": schema_registry.url}
+    rows = _avro_read(spark, bootstrap, topic, mode="PERMISSIVE", **options).collect()
+    assert [(r.value, r._corrupt_value[:5]) for r in rows] == [(None, b"\x00\x00\x0f\x42\x3f")]
+    with pytest.raises(Exception, match=r"KAFKA_EOS\.AVRO\.REGISTRY_FAILED.*schema id 999999"):
+        _avro_read(spark, bootstrap, topic, **options).collect()

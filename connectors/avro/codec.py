@@ -24,7 +24,7 @@ from fastavro.validation import ValidationError, validate
 
 from checkpoint.errors import KafkaEosError
 from connectors.avro import wire
-from connectors.avro.registry import SchemaRegistry
+from connectors.avro.registry import NOT_FOUND, RegistryError, SchemaRegistry
 from connectors.avro.schema import AvroSchemaError, Schema, arrow_type, physical, plain
 
 _FIX = (
@@ -102,6 +102,13 @@ class AvroDecoder:
                 continue
             try:
                 rows.append(decode(buf, value))
+            except RegistryError as exc:
+                # A registry that cannot answer fails the task in both modes: in PERMISSIVE it
+                # would read every value as corrupt. An id it does not know is a bad value.
+                if exc.status != NOT_FOUND or not permissive:
+                    raise
+                rows.append(None)
+                corrupt[i] = value
             except SchemaResolutionError as exc:
                 raise AvroSchemaError(
                     f"the value at {where(i)} cannot be read with the reader schema: {exc}. "

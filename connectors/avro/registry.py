@@ -28,7 +28,7 @@ _SECRET_KEYS = ("user.info", "password", "secret", "token")
 # The client's numeric settings, which it takes only as numbers (Spark options are strings).
 _NUMBERS = ("timeout", "cache.capacity", "cache.latest.ttl.sec", "max.retries")
 _NUMBERS += ("retries.wait.ms", "retries.max.wait.ms")
-_NOT_FOUND = 404
+NOT_FOUND = 404
 _T = TypeVar("_T")
 
 
@@ -126,7 +126,7 @@ class SchemaRegistry:
         try:
             return self._call(what, lambda c: c.lookup_schema(subject, text)).schema_id
         except RegistryError as exc:
-            if exc.status != _NOT_FOUND:
+            if exc.status != NOT_FOUND:
                 raise
         return self._call(what, lambda c: c.register_schema(subject, text))
 

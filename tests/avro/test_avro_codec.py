@@ -15,7 +15,7 @@ from avro_samples import EVERY_TYPE, EXPECTED, order
 
 from connectors.avro import wire
 from connectors.avro.codec import AvroDecodeError, AvroDecoder, AvroEncodeError, AvroEncoder
-from connectors.avro.registry import SchemaRegistry
+from connectors.avro.registry import RegistryError, SchemaRegistry
 from connectors.avro.schema import AvroSchemaError, load_schema
 
 ORDER = load_schema(json.dumps(EVERY_TYPE))
@@ -269,3 +269,14 @@ def test_a_decoder_takes_a_writer_schema_or_a_registry_not_both() -> None:
         AvroDecoder(LONGS, writer_schema=LONGS, registry=registry_knowing(1, LONGS))
     with pytest.raises(AvroSchemaError, match="both a schema registry and the subject"):
         AvroEncoder(LONGS, subject="orders-value")
+
+
+def test_a_registry_that_cannot_answer_fails_even_a_permissive_read() -> None:
+    """Nothing listens on port 1: every framed value would otherwise read as corrupt."""
+    unreachable = SchemaRegistry(
+        {"schema.registry.url": "http://127.0.0.1:1", "schema.registry.max.retries": "0"}
+    )
+    framed = wire.frame(7, avro({"id": 1, "name": "ok"}, LONGS))
+    decoder = AvroDecoder(LONGS, registry=unreachable)
+    with pytest.raises(RegistryError, match=r"schema id 7"):
+        decoder.decode_column([framed], permissive=True, where=where)
