@@ -22,6 +22,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from fastavro import parse_schema, schemaless_writer
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from connectors.avro.codec import AvroDecoder
 from connectors.avro.registry import SchemaRegistry
@@ -58,6 +59,39 @@ def _raw(schema: dict[str, Any], datum: Any) -> bytes:
     return buf.getvalue()
 
 
+def _avro_pipeline(
+    spark: SparkSession,
+    bootstrap: str,
+    source: str,
+    sink: str,
+    tmp_path: Path,
+    *,
+    columns: tuple[str, ...],
+    read: dict[str, str],
+    write: dict[str, str],
+) -> StreamingQuery:
+    """``source`` -> the kafka-eos source -> ``columns`` -> the exactly-once sink -> ``sink``,
+    Avro values on both ends, once over what is there (availableNow)."""
+    return (
+        spark.readStream.format("kafka-eos")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("valueFormat", "avro")
+        .options(**read)
+        .load()
+        .select(*columns)
+        .writeStream.format("kafka-eos")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("valueFormat", "avro")
+        .options(**write)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
 def test_every_type_round_trips_exactly_once_through_the_registry(
     spark: SparkSession, kafka: KafkaCluster, schema_registry: RegistryServer, tmp_path: Path
 ) -> None:
@@ -74,24 +108,15 @@ def test_every_type_round_trips_exactly_once_through_the_registry(
     assert producer.flush(60) == 0
 
     registry = {"schema.registry.url": schema_registry.url}
-    query = (
-        spark.readStream.format("kafka-eos")
-        .options(**registry)
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .option("valueFormat", "avro")  # the schema: the subject's latest (<topic>-value)
-        .load()
-        .select("key", "value")
-        .writeStream.format("kafka-eos")
-        .options(**registry)
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", sink)
-        .option("valueFormat", "avro")
-        .option("valueSchema", json.dumps(EVERY_TYPE))  # registered under <sink>-value
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
+    query = _avro_pipeline(
+        spark,
+        bootstrap,
+        source,
+        sink,
+        tmp_path,
+        columns=("key", "value"),
+        read={**registry},  # no schema: the subject's latest (<topic>-value)
+        write={**registry, "valueSchema": json.dumps(EVERY_TYPE)},  # registered: <sink>-value
     )
     query.awaitTermination(300)
     assert query.exception() is None
@@ -236,23 +261,15 @@ def test_a_value_that_does_not_fit_the_sink_schema_fails_and_writes_nothing(
     }
     values = [_raw(nullable, {"sensor": s, "count": 1}) for s in ("a", None, "c")]
     _produce(bootstrap, source, values)
-    query = (
-        spark.readStream.format("kafka-eos")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .option("valueFormat", "avro")
-        .option("valueSchema", json.dumps(nullable))
-        .load()
-        .select("value")
-        .writeStream.format("kafka-eos")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", sink)
-        .option("valueFormat", "avro")
-        .option("valueSchema", json.dumps(NOT_NULL))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
+    query = _avro_pipeline(
+        spark,
+        bootstrap,
+        source,
+        sink,
+        tmp_path,
+        columns=("value",),
+        read={"valueSchema": json.dumps(nullable)},
+        write={"valueSchema": json.dumps(NOT_NULL)},
     )
     with pytest.raises(StreamingQueryException) as caught:
         query.awaitTermination(300)
