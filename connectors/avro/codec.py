@@ -18,13 +18,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from fastavro import schemaless_reader, schemaless_writer
 from fastavro.read import SchemaResolutionError
 from fastavro.validation import ValidationError, validate
 
 from checkpoint.errors import KafkaEosError
 from connectors.avro import wire
-from connectors.avro.registry import NOT_FOUND, RegistryError, SchemaRegistry
+from connectors.avro.registry import RegistryError, SchemaRegistry
 from connectors.avro.schema import AvroSchemaError, Schema, arrow_type, physical, plain
 
 _FIX = (
@@ -104,8 +105,9 @@ class AvroDecoder:
                 rows.append(decode(buf, value))
             except RegistryError as exc:
                 # A registry that cannot answer fails the task in both modes: in PERMISSIVE it
-                # would read every value as corrupt. An id it does not know is a bad value.
-                if exc.status != NOT_FOUND or not permissive:
+                # would read every value as corrupt. Only the registry's own "no such schema"
+                # (not any 404: a wrong URL path answers 404 too) makes a value malformed.
+                if not (exc.schema_not_found and permissive):
                     raise
                 rows.append(None)
                 corrupt[i] = value
@@ -197,6 +199,7 @@ class AvroEncoder:
             )
         self.arrow_type = arrow_type(schema)
         self._target = _nullable(self.arrow_type)
+        self._required = arrow_type(schema, required_items=True)
         self._schema = schema
         self._physical = physical(schema)
         self._to_avro = _converter(self._physical, {})
@@ -214,7 +217,16 @@ class AvroEncoder:
     def encode_column(self, column: pa.Array) -> list[bytes | None]:
         """One value per row; a null row gives None (a null Kafka value). Raises
         :class:`AvroEncodeError` for the first row that does not fit, before returning any."""
-        rows = self._fit(column).to_pylist()
+        fitted = self._fit(column)
+        missing = _required_null(fitted, self._required, "", pa.array(range(len(fitted))))
+        if missing is not None:
+            # fastavro writes a null boolean as false: such rows must not reach it.
+            raise AvroEncodeError(
+                f"{missing} is null, but the Avro schema requires a value there. Nothing of "
+                "this column was written. Fix the value, or give a schema whose field is a "
+                'union with "null"'
+            )
+        rows = fitted.to_pylist()
         header = self._wire_header()
         start = len(header)
         buf = io.BytesIO()
@@ -315,8 +327,62 @@ def _mismatch(seen: pa.DataType, wanted: pa.DataType, at: str) -> str | None:
             return f"{where} is a {seen}, not a {kind}"
         item = seen.item_type if kind == "map" else seen.value_type
         return _mismatch(item, wanted.item_type if kind == "map" else wanted.value_type, at + "[]")
-    if not _casts(pa.array([], seen), wanted):
-        return f"{where} is a {seen}, the schema's {wanted}"
+    if not _widens(seen, wanted):
+        return f"{where} is a {seen}, the schema's {wanted}: cast it in Spark first"
+    return None
+
+
+def _widens(seen: pa.DataType, wanted: pa.DataType) -> bool:
+    """Whether a column of ``seen`` may be written as ``wanted`` without changing a value: the
+    same type, another width of int (the safe cast refuses a value that does not fit), a wider
+    float, a decimal of the same scale and no more digits, a timestamp of the same kind (with
+    or without a zone). Anything else (double to float, to decimal, timestamp to date, text to
+    numbers) would round, cut or reinterpret values silently."""
+    if seen == wanted:
+        return True
+    types = pa.types
+    if types.is_integer(seen) and types.is_integer(wanted):
+        return True
+    if types.is_floating(seen) and types.is_floating(wanted):
+        return seen.bit_width <= wanted.bit_width
+    if types.is_decimal(seen) and types.is_decimal(wanted):
+        return seen.scale == wanted.scale and seen.precision <= wanted.precision
+    if types.is_timestamp(seen) and types.is_timestamp(wanted):
+        return (seen.tz is None) == (wanted.tz is None)
+    text = (types.is_string, types.is_large_string)
+    raw = (types.is_binary, types.is_large_binary)
+    return any(a(seen) and b(wanted) for kinds in (text, raw) for a in kinds for b in kinds)
+
+
+def _required_null(
+    array: pa.Array, wanted: pa.DataType, at: str, rows: pa.Array | None = None
+) -> str | None:
+    """Where a field the schema requires (not nullable in ``wanted``) is null in a value that
+    is there, as "field <path> of row <n>", or None. ``rows`` maps ``array``'s entries to the
+    column's rows. Vectorised: no value goes through Python."""
+    if pa.types.is_struct(wanted):
+        present = array.is_valid()
+        for field in wanted:
+            path = f"{at}.{field.name}" if at else field.name
+            child = array.field(field.name)  # without the struct's own nulls
+            if not field.nullable:
+                missing = pc.and_(present, child.is_null())
+                if pc.any(missing).as_py():
+                    row = pc.index(missing, True).as_py()
+                    return f"field {path}" + ("" if rows is None else f" of row {rows[row]}")
+            kept = None if rows is None else rows.filter(present)
+            found = _required_null(child.filter(present), field.type, path, kept)
+            if found is not None:
+                return found
+        return None
+    if pa.types.is_map(wanted) or pa.types.is_list(wanted):
+        # Inside a list or map the row is not tracked: the path says where.
+        is_map = pa.types.is_map(wanted)
+        values = array.items if is_map else array.flatten()
+        item = wanted.item_field if is_map else wanted.value_field
+        if not item.nullable and values.null_count:
+            return f"{'a value of map' if is_map else 'an item of list'} {at or 'value'}"
+        return _required_null(values, item.type, f"{at}[]", None)
     return None
 
 

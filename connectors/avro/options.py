@@ -37,13 +37,18 @@ class Format(StrEnum):
 
 @dataclass(frozen=True)
 class AvroColumn:
-    """The ``key`` or ``value`` column in Avro. ``schema`` is ``None`` only until
-    :meth:`resolved` reads the subject's latest version from the registry."""
+    """The ``key`` or ``value`` column in Avro. ``schema`` is ``None`` until :meth:`loaded`
+    reads ``schema_file`` or :meth:`resolved` the subject's latest version from the registry.
+
+    The sink defers both: its writer commits decided batches first, and a schema file that
+    moved or a registry that is down must not keep a decided batch from being committed.
+    """
 
     side: Side
     schema: Schema | None
     writer_schema: Schema | None = None
     registry: SchemaRegistry | None = None
+    schema_file: str | None = None  # not read yet
 
     @property
     def column(self) -> str:
@@ -54,8 +59,17 @@ class AvroColumn:
         """Where the source's PERMISSIVE mode puts a value it could not decode."""
         return f"_corrupt_{self.side.value}"
 
+    def loaded(self, error: type[OptionError]) -> AvroColumn:
+        """With the schema of ``schema_file`` read (no registry call)."""
+        if self.schema_file is None:
+            return self
+        option = f"{self.side}SchemaFile"
+        return replace(self, schema=_load(option, None, self.schema_file, error), schema_file=None)
+
     def resolved(self, topic: str | None, error: type[OptionError]) -> AvroColumn:
         """With its schema: the given one, or the latest of ``topic``'s subject."""
+        if self.schema_file is not None:
+            return self.loaded(error).resolved(topic, error)
         if self.schema is not None:
             return self
         assert self.registry is not None  # avro_columns requires a schema or a registry
@@ -87,7 +101,9 @@ def avro_columns(
     columns = []
     for side in Side:
         fmt = Format(read.choice(f"{side}Format", [f.value for f in Format]))
-        schema = _schema(read, f"{side}Schema", error)
+        # The sink reads a schema file later (see AvroColumn); the source at once.
+        schema_file = None if source else read.get(f"{side}SchemaFile")
+        schema = None if schema_file else _schema(read, f"{side}Schema", error)
         writer = _schema(read, f"{side}WriterSchema", error)
         if fmt == Format.BINARY:
             given = [n for n in (f"{side}Schema", f"{side}WriterSchema") if _given(read, n)]
@@ -104,14 +120,16 @@ def avro_columns(
                 "...",
                 "with schema.registry.url each value names its writer schema: remove it",
             )
-        if schema is None and registry is None:
+        if schema is None and schema_file is None and registry is None:
             raise error(
                 f"{side}Format",
                 "avro",
                 f"it needs {side}Schema (JSON), {side}SchemaFile (a path) or "
                 "schema.registry.url (the Confluent wire format)",
             )
-        columns.append(AvroColumn(side, schema, writer, registry))
+        if schema_file is not None and read.get(f"{side}Schema") is not None:
+            raise error(f"{side}Schema", "...", f"give {side}Schema or {side}SchemaFile, not both")
+        columns.append(AvroColumn(side, schema, writer, registry, schema_file))
     return tuple(columns)
 
 
@@ -126,8 +144,11 @@ def _schema(read: OptionReader, name: str, error: type[OptionError]) -> Schema |
         return None
     if text is not None and path is not None:
         raise error(name, "...", f"give {name} or {name}File, not both")
+    return _load(name if text is not None else f"{name}File", text, path, error)
+
+
+def _load(option: str, text: str | None, path: str | None, error: type[OptionError]) -> Schema:
     try:
         return load_schema(text=text, path=path)
     except AvroSchemaError as exc:
-        option = name if text is not None else f"{name}File"
         raise error(option, path if text is None else "...", exc.message) from exc

@@ -29,6 +29,7 @@ _SECRET_KEYS = ("user.info", "password", "secret", "token")
 _NUMBERS = ("timeout", "cache.capacity", "cache.latest.ttl.sec", "max.retries")
 _NUMBERS += ("retries.wait.ms", "retries.max.wait.ms")
 NOT_FOUND = 404
+SCHEMA_NOT_FOUND = 40403  # Confluent's API: the registry answered that the schema is not there
 _T = TypeVar("_T")
 
 
@@ -37,12 +38,26 @@ class RegistryError(KafkaEosError):
 
     code = "KAFKA_EOS.AVRO.REGISTRY_FAILED"
 
-    def __init__(self, url: str, what: str, detail: str, status: int | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        what: str,
+        detail: str,
+        status: int | None = None,
+        registry_code: int | None = None,
+    ) -> None:
         self.url = url  # without credentials
         self.what = what
         self.detail = detail
         self.status = status  # the HTTP status the registry answered, if it answered
+        # The registry's own error code (40403: no such schema); a 404 without it is a wrong
+        # URL or a proxy, not an answer about the schema.
+        self.registry_code = registry_code
         super().__init__(f"schema registry {url}, {what}: {detail}")
+
+    @property
+    def schema_not_found(self) -> bool:
+        return self.registry_code == SCHEMA_NOT_FOUND
 
 
 class Registered(NamedTuple):
@@ -139,13 +154,15 @@ class SchemaRegistry:
                 self._client = SchemaRegistryClient(self._config)
             return call(self._client)
         except Exception as exc:  # the client's errors: HTTP, connection, config
-            status = exc.http_status_code if isinstance(exc, SchemaRegistryError) else None
+            answered = isinstance(exc, SchemaRegistryError)
+            status = exc.http_status_code if answered else None
+            registry_code = exc.error_code if answered else None
             detail = (
                 f"{type(exc).__name__}: {self._scrub(str(exc))}. Check the URL, the credentials "
                 "(basic.auth.user.info), and that the subject or id exists"
             )
             # from None: the client's own exception may carry a secret in its text.
-            raise RegistryError(self.url, what, detail, status) from None
+            raise RegistryError(self.url, what, detail, status, registry_code) from None
 
     def _parse(self, found: RegistrySchema, what: str) -> Schema:
         kind = found.schema_type or "AVRO"

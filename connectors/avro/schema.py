@@ -100,8 +100,11 @@ def parse(raw: Any, where: str = "the Avro schema") -> Schema:
         ) from exc
 
 
-def arrow_type(schema: Schema) -> pa.DataType:
+def arrow_type(schema: Schema, *, required_items: bool = False) -> pa.DataType:
     """The Arrow type of the values of ``schema``, as Spark's ``from_avro`` types them.
+
+    ``required_items``: list items and map values are nullable only where the schema says
+    so (what the encoder checks before writing); Spark's types keep them nullable.
 
     A record gives a struct; the Spark adapter makes it the column's struct type. Any other
     top-level type (``"string"``, ``["null", "long"]``, an array, ...) gives that type, and the
@@ -128,14 +131,15 @@ def arrow_type(schema: Schema) -> pa.DataType:
     Refused with :class:`AvroSchemaError`: a recursive record (Spark types are finite), a
     union of several non-null types other than the two widened ones, a decimal over 38 digits.
     """
-    return _ArrowTyper().type_of(schema, "the top-level value")
+    return _ArrowTyper(required_items).type_of(schema, "the top-level value")
 
 
 class _ArrowTyper:
     """One walk over a parsed schema, which names each named type once it is defined (Avro
     defines a name before any use of it) and knows which records are being expanded."""
 
-    def __init__(self) -> None:
+    def __init__(self, required_items: bool = False) -> None:
+        self._required_items = required_items
         self._named: dict[str, dict[str, Any]] = {}
         self._open: list[str] = []  # records being expanded, outermost first
 
@@ -159,10 +163,14 @@ class _ArrowTyper:
         if kind in ("enum", "fixed"):
             return pa.string() if kind == "enum" else pa.binary()
         if kind == "array":
-            return pa.list_(self.type_of(schema["items"], f"{at}[]"))
+            return pa.list_(self._item("item", schema["items"], f"{at}[]"))
         if kind == "map":
-            return pa.map_(pa.string(), self.type_of(schema["values"], f"{at}{{}}"))
+            return pa.map_(pa.string(), self._item("value", schema["values"], f"{at}{{}}"))
         return self._name(kind, at)
+
+    def _item(self, name: str, schema: Schema, at: str) -> pa.DataType | pa.Field:
+        kind, nullable = self._union(schema, at)
+        return pa.field(name, kind, nullable=nullable) if self._required_items else kind
 
     def _name(self, name: str, at: str) -> pa.DataType:
         if name in _PRIMITIVE:

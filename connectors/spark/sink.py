@@ -86,10 +86,7 @@ class KafkaCommitMessage(WriterCommitMessage):
 def stream_writer(options: dict[str, str], schema: StructType) -> DataSourceStreamArrowWriter:
     """Pick the writer for the delivery guarantee, as Flink's ``KafkaSink`` picks its writer."""
     sink = SinkOptions.parse(options)
-    # An Avro column's schema is fixed here, on the driver: the latest of its subject if not given.
-    avro = tuple(column.resolved(sink.topic, SinkOptionError) for column in sink.avro)
-    sink = dataclasses.replace(sink, avro=avro)
-    check_input_schema(schema, sink.topic, avro={column.column for column in avro})
+    check_input_schema(schema, sink.topic, avro={column.column for column in sink.avro})
     if sink.exactly_once is not None:
         return ExactlyOnceStreamWriter(sink, sink.exactly_once)
     return FlushingStreamWriter(sink)
@@ -136,10 +133,21 @@ def check_input_schema(
         )
 
 
+def _with_schema_files(sink: SinkOptions) -> SinkOptions:
+    """``sink`` with its Avro schema files read, on the driver (executors may not see them)."""
+    avro = tuple(column.loaded(SinkOptionError) for column in sink.avro)
+    return dataclasses.replace(sink, avro=avro) if avro else sink
+
+
 def _encoded(sink: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The batches with their Avro columns encoded, each before it is produced: a value that
-    does not fit its schema fails the task, and with exactly_once nothing of it is visible."""
-    return BatchEncoder(sink.avro, sink.topic).encode(batches) if sink.avro else batches
+    does not fit its schema fails the task, and with exactly_once nothing of it is visible.
+    A column without a schema takes its subject's latest here, in the task: never in the
+    driver's commit or abort, which a registry outage must not stop."""
+    if not sink.avro:
+        return batches
+    columns = [column.resolved(sink.topic, SinkOptionError) for column in sink.avro]
+    return BatchEncoder(columns, sink.topic).encode(batches)
 
 
 def _task() -> tuple[int, int, int]:
@@ -188,8 +196,9 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             raise _loss_or(exc, None) from exc
         finally:
             committer.close()
-        # The tasks' producers run with the checked timeout, pickled to them in the options.
-        self._sink = _startup_checks(sink)
+        # The tasks' producers run with the checked timeout, pickled to them in the options;
+        # so do the Avro schemas read from files, after the recovery they must not hold up.
+        self._sink = _with_schema_files(_startup_checks(sink))
         # Read here, on the driver, and pickled to the tasks: executors never read the
         # decisions, which may live where only the driver can reach them. Spark creates the
         # writer before it runs a batch, and only a batch's own commit() can decide it, so a
@@ -275,7 +284,7 @@ class FlushingStreamWriter(DataSourceStreamArrowWriter):
     """``at_least_once`` and ``none``: each task flushes at its barrier; nothing to commit."""
 
     def __init__(self, sink: SinkOptions) -> None:
-        self._sink = sink
+        self._sink = _with_schema_files(sink)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         freeze_imported_heap()

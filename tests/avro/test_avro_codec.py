@@ -219,8 +219,73 @@ def test_a_row_that_does_not_fit_names_its_row_and_field() -> None:
     with pytest.raises(AvroEncodeError) as raised:
         AvroEncoder(nested).encode_column(column.cast(loose))
     text = str(raised.value)
-    assert text.startswith("[KAFKA_EOS.AVRO.VALUE_DOES_NOT_FIT] row 1 does not fit")
-    assert "field R.customer.C.zip is a NoneType, expected int" in text
+    assert text.startswith("[KAFKA_EOS.AVRO.VALUE_DOES_NOT_FIT] field customer.zip of row 1 is")
+    assert "null, but the Avro schema requires a value there" in text
+
+
+BOOLS = schema(
+    {"name": "ok", "type": "boolean"},
+    {"name": "flags", "type": {"type": "array", "items": "boolean"}},
+    {"name": "by", "type": {"type": "map", "values": "boolean"}},
+)
+
+
+@pytest.mark.parametrize(
+    ("row", "where"),
+    [
+        ({"ok": None, "flags": [], "by": {}}, "field ok of row 1"),
+        ({"ok": True, "flags": [True, None], "by": {}}, "an item of list flags"),
+        ({"ok": True, "flags": [], "by": {"a": None}}, "a value of map by"),
+    ],
+    ids=["field", "list-item", "map-value"],
+)
+def test_a_null_where_the_schema_requires_a_boolean_is_refused(row, where) -> None:
+    """fastavro would write it as false: a value changed without a word."""
+    loose = pa.struct(
+        [
+            ("ok", pa.bool_()),
+            ("flags", pa.list_(pa.bool_())),
+            ("by", pa.map_(pa.string(), pa.bool_())),
+        ]
+    )
+    good = {"ok": True, "flags": [True], "by": {"a": False}}
+    column = pa.array([good, row], loose)
+    with pytest.raises(AvroEncodeError, match=rf"{where} is null, but the Avro schema requires"):
+        AvroEncoder(BOOLS).encode_column(column)
+
+
+@pytest.mark.parametrize(
+    ("avro_type", "arrow_type", "value"),
+    [
+        ("float", pa.float64(), 1e300),  # would be inf
+        (
+            {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2},
+            pa.float64(),
+            1.239,
+        ),
+        (
+            {"type": "int", "logicalType": "date"},
+            pa.timestamp("us", tz="UTC"),
+            1_700_000_000_000_000,
+        ),
+        ("int", pa.string(), "12"),
+        ("string", pa.int64(), 12),
+        ({"type": "long", "logicalType": "timestamp-millis"}, pa.timestamp("us"), 0),
+    ],
+    ids=[
+        "double-to-float",
+        "double-to-decimal",
+        "timestamp-to-date",
+        "text-to-int",
+        "int-to-text",
+        "naive-to-utc",
+    ],
+)
+def test_a_column_whose_values_would_change_is_refused(avro_type, arrow_type, value) -> None:
+    """Rounding, cutting or reinterpreting a value silently is worse than failing the batch."""
+    column = pa.array([{"x": value}], pa.struct([("x", arrow_type)]))
+    with pytest.raises(AvroEncodeError, match=r"field x is a .*: cast it in Spark first"):
+        AvroEncoder(schema({"name": "x", "type": avro_type})).encode_column(column)
 
 
 def test_an_enum_symbol_outside_the_schema_is_refused() -> None:
@@ -250,7 +315,8 @@ def test_a_nested_field_of_another_type_is_named() -> None:
 
 def test_a_column_in_another_time_zone_or_width_is_cast() -> None:
     ts = schema({"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}})
-    column = pa.array([{"at": 1_700_000_000_000_000}], pa.struct([("at", pa.timestamp("us"))]))
+    utc = pa.timestamp("us", tz="UTC")
+    column = pa.array([{"at": 1_700_000_000_000_000}], pa.struct([("at", utc)]))
     paris = column.cast(pa.struct([("at", pa.timestamp("us", tz="Europe/Paris"))]))
     values = AvroEncoder(ts).encode_column(paris)
     assert decode(values, ts) == pa.array(column.to_pylist(), _type(ts)).to_pylist()

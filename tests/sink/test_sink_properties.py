@@ -663,10 +663,12 @@ SEEDED_BUGS = {
 # of the machine's source, so any edit of the class reshuffled every search (renaming a
 # constant once lost both oracle bugs). Each of seeds 0-5 finds each bug within the budget,
 # except for the two oracle bugs: 2 seeds of 6. Changed rules draw other schedules from the
-# same seed: search again then.
+# same seed: search again then. The schedules also moved when the sink came to import the Avro
+# codec (no rule changed): seed 2 stopped finding the abort of a decided batch, which seeds 1
+# and 3-7 find.
 SEEDS = {
     "a new process trusts a rename that is not durable": 5,
-    "abort of a decided batch": 2,
+    "abort of a decided batch": 1,
     "commit oracle blind to a V1 commit at a V2 coordinator": 3,
     "commit oracle that never recognises a commit": 3,
     "decide without verify": 0,
