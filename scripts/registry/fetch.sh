@@ -8,20 +8,13 @@ version="${1:-3.0.9}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 dest="$root/.cache/registry/$version"
+source "$root/scripts/lib/maven-cache.sh"
 
-if [ -f "$dest/.complete" ]; then
-  echo "[registry-jars] Apicurio Registry $version cached in $dest"
-  exit 0
-fi
-echo "[registry-jars] unpacking Apicurio Registry $version from Maven Central into $dest"
-rm -rf "$dest"
-mkdir -p "$dest"
-# Debian's Maven prints ANSI colour resets even in batch mode: keep them off the console.
-mvn -q -B -f "$here/pom.xml" dependency:copy \
-  -Dregistry.version="$version" -Dregistry.dest="$dest" 2>&1 | sed -u 's/\x1b\[[0-9;]*m//g'
+cache_open registry-jars "Apicurio Registry $version" "$dest"
+maven -f "$here/pom.xml" dependency:copy -Dregistry.version="$version" -Dregistry.dest="$dest"
 archive="$dest/apicurio-registry-app-$version-all.tar.gz"
 tar -xzf "$archive" -C "$dest"
 rm -f "$archive"
 ls "$dest/apicurio-registry-app-$version-runner.jar" >/dev/null
-touch "$dest/.complete"
-echo "[registry-jars] Apicurio Registry $version: runner jar and $(ls "$dest/lib" | grep -c '\.jar$') jars"
+cache_close registry-jars "$dest" \
+  "Apicurio Registry $version: runner jar and $(ls "$dest/lib" | grep -c '\.jar$') jars"
