@@ -29,8 +29,15 @@ from checkpoint.errors import ConfigError
 _DIGITS = re.compile(r"[0-9]+")
 # One part of a duration: a number, then a unit. Parts concatenate: 1h30m.
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(us|ms|min|s|m|h|d)")
-_UNIT_MS = {"us": 1e-3, "ms": 1, "s": 1_000, "m": 60_000, "min": 60_000, "h": 3_600_000}
-_UNIT_MS["d"] = 86_400_000
+_UNIT_MS = {
+    "us": 1e-3,
+    "ms": 1,
+    "s": 1_000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
 DURATION_GRAMMAR = (
     "a number and a unit (us, ms, s, m or min, h, d), parts concatenated (1h30m), "
     "decimals allowed (1.5s); a bare whole number is milliseconds"
@@ -59,7 +66,7 @@ def duration_ms(option: str, text: str | int, *, error: type[OptionError] = Opti
     """Milliseconds from ``30s``, ``15m``, ``1h30m``, ``1.5s``, ``500us`` or plain ``60000``,
     rounded to a whole millisecond (Spark's time strings accept ``us`` too)."""
     raw = "".join(str(text).split()).lower()
-    if _DIGITS.fullmatch(raw):
+    if is_digits(raw):
         return int(raw)
     parts = _DURATION_PART.findall(raw)
     if not parts or "".join(n + u for n, u in parts) != raw:
@@ -91,7 +98,7 @@ def positive_int(
     option: str, text: str, *, example: str = "100000", error: type[OptionError] = OptionError
 ) -> int:
     """A whole number above zero, written in digits."""
-    if not _DIGITS.fullmatch(text.strip()) or int(text) <= 0:
+    if not is_digits(text.strip()) or int(text) <= 0:
         raise error(option, text, f"expected a positive whole number, e.g. {example}")
     return int(text)
 

@@ -12,8 +12,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 
 from connectors.avro.codec import AvroDecoder, AvroEncoder
-from connectors.avro.options import AvroColumn, Side
-from connectors.avro.registry import subject_for
+from connectors.avro.options import AvroColumn
 
 
 class BatchDecoder:
@@ -77,7 +76,7 @@ class BatchEncoder:
             if registry is not None:
                 if topic is None:
                     raise ValueError("the Confluent wire format needs the topic of the subject")
-                subject = subject_for(topic, column.side == Side.KEY)
+                subject = column.subject(topic)
             encoder = AvroEncoder(column.schema, registry=registry, subject=subject)
             encoders.append((column.column, encoder))
         self._encoders = tuple(encoders)

@@ -59,12 +59,16 @@ class AvroColumn:
         """Where the source's PERMISSIVE mode puts a value it could not decode."""
         return f"_corrupt_{self.side.value}"
 
+    def subject(self, topic: str) -> str:
+        """The column's subject for ``topic`` (Confluent's TopicNameStrategy)."""
+        return subject_for(topic, self.side == Side.KEY)
+
     def loaded(self, error: type[OptionError]) -> AvroColumn:
         """With the schema of ``schema_file`` read (no registry call)."""
         if self.schema_file is None:
             return self
-        option = f"{self.side}SchemaFile"
-        return replace(self, schema=_load(option, None, self.schema_file, error), schema_file=None)
+        schema = _load(f"{self.side}Schema", None, self.schema_file, error)
+        return replace(self, schema=schema, schema_file=None)
 
     def resolved(self, topic: str | None, error: type[OptionError]) -> AvroColumn:
         """With its schema: the given one, or the latest of ``topic``'s subject."""
@@ -81,7 +85,7 @@ class AvroColumn:
                 f"topic's subject (<topic>-{self.side}), which needs exactly one topic: set "
                 f"{self.side}Schema or {self.side}SchemaFile",
             )
-        latest = self.registry.latest(subject_for(topic, self.side == Side.KEY))
+        latest = self.registry.latest(self.subject(topic))
         return replace(self, schema=latest.schema)
 
 
@@ -101,19 +105,21 @@ def avro_columns(
     columns = []
     for side in Side:
         fmt = Format(read.choice(f"{side}Format", [f.value for f in Format]))
-        # The sink reads a schema file later (see AvroColumn); the source at once.
-        schema_file = None if source else read.get(f"{side}SchemaFile")
-        schema = None if schema_file else _schema(read, f"{side}Schema", error)
-        writer = _schema(read, f"{side}WriterSchema", error)
+        text, path = _text_or_file(read, f"{side}Schema", error)
+        writer_text, writer_path = _text_or_file(read, f"{side}WriterSchema", error)
         if fmt == Format.BINARY:
             given = [n for n in (f"{side}Schema", f"{side}WriterSchema") if _given(read, n)]
             if given:
                 raise error(given[0], read.get(given[0]), f"set {side}Format=avro to use it")
             continue
-        if writer is not None and not source:
+        if not source and (writer_text or writer_path) is not None:
             raise error(
                 f"{side}WriterSchema", "...", f"the sink writes with {side}Schema: remove it"
             )
+        # The sink reads a schema file later (see AvroColumn); the source at once.
+        schema_file = None if source else path
+        schema = _load(f"{side}Schema", text, None if schema_file else path, error)
+        writer = _load(f"{side}WriterSchema", writer_text, writer_path, error)
         if writer is not None and registry is not None:
             raise error(
                 f"{side}WriterSchema",
@@ -127,8 +133,6 @@ def avro_columns(
                 f"it needs {side}Schema (JSON), {side}SchemaFile (a path) or "
                 "schema.registry.url (the Confluent wire format)",
             )
-        if schema_file is not None and read.get(f"{side}Schema") is not None:
-            raise error(f"{side}Schema", "...", f"give {side}Schema or {side}SchemaFile, not both")
         columns.append(AvroColumn(side, schema, writer, registry, schema_file))
     return tuple(columns)
 
@@ -137,18 +141,22 @@ def _given(read: OptionReader, name: str) -> bool:
     return name in read or f"{name}File" in read
 
 
-def _schema(read: OptionReader, name: str, error: type[OptionError]) -> Schema | None:
+def _text_or_file(
+    read: OptionReader, name: str, error: type[OptionError]
+) -> tuple[str | None, str | None]:
     """``name`` (JSON text) or ``<name>File`` (a path), not both."""
     text, path = read.get(name), read.get(f"{name}File")
-    if text is None and path is None:
-        return None
     if text is not None and path is not None:
         raise error(name, "...", f"give {name} or {name}File, not both")
-    return _load(name if text is not None else f"{name}File", text, path, error)
+    return text, path
 
 
-def _load(option: str, text: str | None, path: str | None, error: type[OptionError]) -> Schema:
+def _load(name: str, text: str | None, path: str | None, error: type[OptionError]) -> Schema | None:
+    """The schema of ``name`` (JSON text) or ``<name>File`` (a path); None when neither."""
+    if text is None and path is None:
+        return None
     try:
         return load_schema(text=text, path=path)
     except AvroSchemaError as exc:
+        option = name if text is not None else f"{name}File"
         raise error(option, path if text is None else "...", exc.message) from exc
