@@ -18,13 +18,13 @@ from urllib.parse import unquote, urlsplit
 
 from checkpoint.errors import KafkaEosError
 from connectors.avro.schema import AvroSchemaError, Schema, parse, plain
+from connectors.redact import is_secret_key, scrub
 
 if TYPE_CHECKING:  # the client pulls in an HTTP stack: imported at first use, in _client()
     from confluent_kafka.schema_registry import Schema as RegistrySchema
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
 _PREFIX = "schema.registry."
-_SECRET_KEYS = ("user.info", "password", "secret", "token")
 # The client's numeric settings, which it takes only as numbers (Spark options are strings).
 _NUMBERS = ("timeout", "cache.capacity", "cache.latest.ttl.sec", "max.retries")
 _NUMBERS += ("retries.wait.ms", "retries.max.wait.ms")
@@ -183,13 +183,14 @@ class SchemaRegistry:
         return str(self._config["url"]).split(",")
 
     def _scrub(self, text: str) -> str:
-        secrets = [str(v) for k, v in self._config.items() if any(s in k for s in _SECRET_KEYS)]
+        # basic.auth.user.info is "user:password": a secret the shared key pattern does not name.
+        secrets = [
+            str(v) for k, v in self._config.items() if is_secret_key(k) or k.endswith("user.info")
+        ]
         for url in self._urls():
             userinfo = urlsplit(url.strip()).netloc.rpartition("@")[0]
             secrets += [userinfo, unquote(userinfo)] if userinfo else []
-        for secret in sorted(filter(None, secrets), key=len, reverse=True):
-            text = text.replace(secret, "***")
-        return text
+        return scrub(text, filter(None, secrets))
 
 
 def _without_userinfo(url: str) -> str:

@@ -25,7 +25,7 @@ from connectors.policy.inputs import (
     ClusterSnapshot,
     TopicFacts,
 )
-from connectors.policy.redact import scrub, secret_values
+from connectors.redact import scrub, secret_values
 
 AdminFactory = Callable[[dict[str, Any]], Any]
 # librdkafka's own log lines (connection refused, retries...) go here, not to stderr.

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
-from connectors.policy.redact import redact_value
+from connectors.redact import redact_value
 
 Severity = Literal["error", "warning", "info"]
 # Most severe first: the order of the text report and of the sort below.

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from checkpoint.errors import KafkaEosError
 from connectors.policy.errors import LintInputError
-from connectors.policy.redact import scrub, secret_values
+from connectors.redact import scrub, secret_values
 from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, SUPPORTED_KAFKA_VERSIONS
 from kafka_eos.lint.loaders import parse_kafka_options
 

@@ -17,8 +17,8 @@ from connectors.options import duration_ms, format_duration
 from connectors.policy.client_keys import CLIENTS, DEFAULT_CLIENT, Client
 from connectors.policy.errors import LintError, LintOptionError
 from connectors.policy.inputs import TIMING_NAMES, ConsumerInput, LintInput, Timing
-from connectors.policy.redact import scrub, secret_values
 from connectors.policy.registry import RULES, lint_report
+from connectors.redact import scrub, secret_values
 from kafka_eos.commands._cluster import InputFailure
 from kafka_eos.lint.loaders import load_pipeline, load_properties, parse_kafka_options
 from kafka_eos.lint.render import print_report

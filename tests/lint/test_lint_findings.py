@@ -2,7 +2,7 @@
 
 from connectors.policy import Finding, build_report
 from connectors.policy.findings import FindingDict, ReportDict, SummaryDict
-from connectors.policy.redact import REDACTED, is_secret_key, scrub, secret_values
+from connectors.redact import REDACTED, is_secret_key, scrub, secret_values
 
 
 def test_secret_values_are_redacted_on_construction():

@@ -1,7 +1,8 @@
 """Keeps secrets out of every output: findings, rendered reports and error messages.
 
-A linter reads files full of credentials (``sasl.jaas.config``, keystore passwords);
-printing one into a CI log leaks it, so redaction happens where values leave the library.
+A linter reads files full of credentials (``sasl.jaas.config``, keystore passwords), and a
+client's errors may quote its config (a schema registry's URL with a password in it);
+printing one into a CI or Spark log leaks it, so redaction happens where values leave.
 """
 
 from __future__ import annotations
