@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-KAFKA_VERSIONS := 4.3.1 3.9.2
+KAFKA_VERSIONS := 4.3.1 3.9.2 3.5.2 4.4.0
 
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP ?= 127.0.0.1

@@ -19,9 +19,10 @@ CheckpointId = NewType("CheckpointId", int)
 
 TopicPartition = tuple[str, int]
 
-COMMITTABLE_VERSION = 1
+COMMITTABLE_VERSION = 2  # 2 adds "start_time_ms"; version 1 reads with -1 (unknown)
 SNAPSHOT_VERSION = 2  # 2 adds "plan"; version 1 files read with plan None
-CONFIRMATION_VERSION = 2  # 2 adds "accepted_loss"; version 1 files read with none
+# 2 adds "accepted_loss"; 3 its "undetermined" transactions. Older files read without them.
+CONFIRMATION_VERSION = 3
 
 
 def as_checkpoint_id(value: object) -> CheckpointId:
@@ -49,6 +50,11 @@ class Committable:
     ``producer_id`` and ``epoch`` -1, ``record_count`` 0 and no partitions, and
     :attr:`wrote_nothing` tells it apart. Any other committable names a transaction, with
     ``producer_id`` and ``epoch`` >= 0; a mix of the two is refused.
+
+    ``start_time_ms`` is when the transaction began by its coordinator's clock, -1 if unknown
+    (a committable of an earlier release, or nothing written). It tells this transaction
+    from a later one of the same producer epoch, so a coordinator's answer about the id can
+    be taken as evidence about this transaction, or not.
     """
 
     transactional_id: str
@@ -56,11 +62,12 @@ class Committable:
     epoch: int
     record_count: int
     partitions: tuple[TopicPartition, ...] = ()
+    start_time_ms: int = -1
 
     def __post_init__(self) -> None:
         if not isinstance(self.transactional_id, str) or not self.transactional_id:
             raise FormatError(f"transactional_id must be a non-empty str: {self!r}")
-        for name in ("producer_id", "epoch", "record_count"):
+        for name in ("producer_id", "epoch", "record_count", "start_time_ms"):
             value = getattr(self, name)
             low = 0 if name == "record_count" else -1
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -75,10 +82,10 @@ class Committable:
                 "producer_id and epoch are both -1 (a task that wrote nothing) or both >= 0 "
                 f"(a transaction): {self!r}"
             )
-        if self.producer_id == -1 and (self.record_count or parts):
+        if self.producer_id == -1 and (self.record_count or parts or self.start_time_ms != -1):
             raise FormatError(
-                "a committable that wrote nothing (producer_id and epoch -1) has no records "
-                f"and no partitions: {self!r}"
+                "a committable that wrote nothing (producer_id and epoch -1) has no records, "
+                f"no partitions and no start time: {self!r}"
             )
 
     @classmethod
@@ -103,17 +110,19 @@ class Committable:
             "epoch": self.epoch,
             "record_count": self.record_count,
             "partitions": [[topic, partition] for topic, partition in self.partitions],
+            "start_time_ms": self.start_time_ms,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Committable:
-        _check_version(data, "committable", COMMITTABLE_VERSION)
+        _check_version(data, "committable", COMMITTABLE_VERSION, readable=(1,))
         return cls(
             transactional_id=_field(data, "transactional_id", "committable"),
             producer_id=_field(data, "producer_id", "committable"),
             epoch=_field(data, "epoch", "committable"),
             record_count=_field(data, "record_count", "committable"),
             partitions=tuple(data.get("partitions", ())),
+            start_time_ms=data.get("start_time_ms", -1),
         )
 
 
@@ -198,27 +207,33 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class AcceptedLoss:
-    """An operator's acceptance that transactions of a decided checkpoint will never commit.
+    """An operator's acceptance that transactions of a decided checkpoint will never be
+    confirmed as committed, so that recovery stops failing on them at every restart.
 
-    The broker ended them before their commit (their ``transaction.timeout.ms`` expired), so
-    recovery would fail on them at every restart. Recorded in the checkpoint's confirmation,
-    with who accepted it and why, so that the loss is on record and not silent
+    ``lost``: the broker aborted them before their commit (their ``transaction.timeout.ms``
+    expired). ``undetermined``: the broker no longer shows whether they committed first; their
+    records may well be visible. Recorded in the checkpoint's confirmation, with who accepted
+    it and why, so that the loss is on record and not silent
     (``kafka-eos txn resolve --accept-loss``).
     """
 
     lost: tuple[Committable, ...]
     reason: str
     accepted_by: str
+    undetermined: tuple[Committable, ...] = ()
 
     def __post_init__(self) -> None:
-        lost = self.lost
-        if (
-            not isinstance(lost, tuple | list)
-            or not lost
-            or not all(isinstance(c, Committable) for c in lost)
-        ):
-            raise FormatError(f"an accepted loss names one Committable or more, got {lost!r}")
-        object.__setattr__(self, "lost", tuple(lost))
+        for name in ("lost", "undetermined"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple | list) or not all(
+                isinstance(c, Committable) for c in value
+            ):
+                raise FormatError(f"{name} of an accepted loss must be Committables: {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        if not self.lost and not self.undetermined:
+            raise FormatError(
+                "an accepted loss names one Committable or more, lost or undetermined"
+            )
         for name in ("reason", "accepted_by"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
@@ -227,6 +242,7 @@ class AcceptedLoss:
     def to_dict(self) -> dict[str, Any]:
         return {
             "lost": [c.to_dict() for c in self.lost],
+            "undetermined": [c.to_dict() for c in self.undetermined],
             "reason": self.reason,
             "accepted_by": self.accepted_by,
         }
@@ -235,13 +251,23 @@ class AcceptedLoss:
     def from_dict(cls, data: Mapping[str, Any]) -> AcceptedLoss:
         if not isinstance(data, Mapping):
             raise FormatError(f"accepted_loss must be a JSON object, got {type(data).__name__}")
-        lost = _field(data, "lost", "accepted loss")
-        if not isinstance(lost, list):
-            raise FormatError(f'accepted loss "lost" must be a list, got {type(lost).__name__}')
+        named: dict[str, tuple[Committable, ...]] = {}
+        for name in ("lost", "undetermined"):
+            value = (
+                data.get(name, [])
+                if name == "undetermined"
+                else _field(data, name, "accepted loss")
+            )
+            if not isinstance(value, list):
+                raise FormatError(
+                    f'accepted loss "{name}" must be a list, got {type(value).__name__}'
+                )
+            named[name] = tuple(Committable.from_dict(c) for c in value)
         return cls(
-            lost=tuple(Committable.from_dict(c) for c in lost),
+            lost=named["lost"],
             reason=_field(data, "reason", "accepted loss"),
             accepted_by=_field(data, "accepted_by", "accepted loss"),
+            undetermined=named["undetermined"],
         )
 
 
@@ -252,7 +278,8 @@ class Confirmation:
 
     Without it a decided checkpoint is "decided but unconfirmed" and ``recover()`` commits its
     transactions again; with it recovery leaves the (possibly long reused) ids alone. Version
-    2 adds ``accepted_loss``; version 1 files read as confirmations without one.
+    2 adds ``accepted_loss``, version 3 its undetermined transactions; older files read
+    without them.
     """
 
     checkpoint_id: CheckpointId
@@ -278,7 +305,7 @@ class Confirmation:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Confirmation:
-        _check_version(data, "confirmation", CONFIRMATION_VERSION, readable=(1,))
+        _check_version(data, "confirmation", CONFIRMATION_VERSION, readable=(1, 2))
         loss = data.get("accepted_loss")
         return cls(
             checkpoint_id=as_checkpoint_id(_field(data, "checkpoint_id", "confirmation")),

@@ -7,8 +7,10 @@ The first that applies wins:
 ``KAFKA_EOS_KAFKA_MODE=docker|process`` forces a mode; ``KAFKA_VERSION`` picks the version.
 
 A version label is a release, optionally with the ``transaction.version`` its cluster is
-formatted with when that is not the release's default: ``4.3.1-tv1`` is Kafka 4.3.1 on
-transactions V1 (:func:`cluster_spec`).
+formatted with when that is not the release's default (``4.3.1-tv1`` is Kafka 4.3.1 on
+transactions V1), and optionally ``-nv``: KIP-890's partition verification turned off
+(``transaction.partition.verification.enable=false``, Kafka 3.6+), as on a broker before 3.6
+(:func:`cluster_spec`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pytest
+from confluent_kafka.admin import AdminClient
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, KafkaCluster, ProcessCluster
 
@@ -76,8 +80,9 @@ def running_cluster(
     ``version`` is a label (:func:`cluster_spec`): ``4.3.1-tv1`` formats a 4.3.1 cluster with
     ``transaction.version=1``.
     """
-    properties = {**TEST_BROKER_DEFAULTS, **(broker_properties or {})}
-    release, features = cluster_spec(version)
+    spec = cluster_spec(version)
+    release, features = spec.release, spec.features
+    properties = {**TEST_BROKER_DEFAULTS, **spec.broker_properties, **(broker_properties or {})}
     cluster: KafkaCluster
     if mode == "external":
         if broker_properties or nodes > 1:
@@ -105,56 +110,96 @@ def running_cluster(
 # (KIP-890, epoch bump at EndTxn) from 4.0, none (V1) before. The sink's tests are labelled by
 # version because the protocol differs between the two.
 _TRANSACTION_VERSION = {"4": 2, "3": None}
-# A label's variant: the transaction.version the cluster is formatted with instead.
-_TV_VARIANT = re.compile(r"^(?P<release>\d+\.\d+\.\d+)(?:-tv(?P<tv>\d+))?$")
+# A label's variants: the transaction.version the cluster is formatted with instead, and
+# partition verification off.
+_VARIANTS = re.compile(r"^(?P<release>\d+\.\d+\.\d+)(?:-tv(?P<tv>\d+))?(?P<nv>-nv)?$")
+VERIFICATION = "transaction.partition.verification.enable"
 
 
-def cluster_spec(version: str) -> tuple[str, dict[str, int]]:
-    """The release and the format-time features a version label names.
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What a version label names: the release, the features its storage is formatted with,
+    and the broker properties it runs with."""
+
+    release: str
+    features: dict[str, int] = field(default_factory=dict)
+    broker_properties: dict[str, str] = field(default_factory=dict)
+
+
+def cluster_spec(version: str) -> ClusterSpec:
+    """What a version label names.
 
     >>> cluster_spec("4.3.1-tv1")
-    ('4.3.1', {'transaction.version': 1})
-    >>> cluster_spec("3.9.2")
-    ('3.9.2', {})
+    ClusterSpec(release='4.3.1', features={'transaction.version': 1}, broker_properties={})
+    >>> cluster_spec("3.9.2-nv").broker_properties
+    {'transaction.partition.verification.enable': 'false'}
     """
-    match = _TV_VARIANT.match(version)
+    match = _VARIANTS.match(version)
     if match is None:
-        raise ValueError(f"Kafka version label {version!r}: expected 4.3.1 or 4.3.1-tv<level>")
+        raise ValueError(
+            f"Kafka version label {version!r}: expected 4.3.1, 4.3.1-tv<level> or 3.9.2-nv"
+        )
     tv = match["tv"]
-    return match["release"], ({} if tv is None else {"transaction.version": int(tv)})
+    return ClusterSpec(
+        match["release"],
+        {} if tv is None else {"transaction.version": int(tv)},
+        {VERIFICATION: "false"} if match["nv"] else {},
+    )
 
 
 def expected_transaction_version(version: str) -> int | None:
     """The finalized ``transaction.version`` a cluster with this label must show; None for
     none (level 0 is not finalized: Kafka names no feature at level 0)."""
-    release, features = cluster_spec(version)
-    if "transaction.version" in features:
-        return features["transaction.version"] or None
-    return _TRANSACTION_VERSION[release.split(".")[0]]
+    spec = cluster_spec(version)
+    if "transaction.version" in spec.features:
+        return spec.features["transaction.version"] or None
+    return _TRANSACTION_VERSION[spec.release.split(".")[0]]
+
+
+def _verification(admin: KafkaAdminClient, node_id: int) -> str:
+    """A broker's transaction.partition.verification.enable, as it runs with it."""
+    resource = ConfigResource(ConfigResourceType.BROKER, str(node_id))
+    answer = admin.describe_configs([resource], config_filter="all")
+    return str(answer["broker"][str(node_id)].get(VERIFICATION, {}).get("value"))
+
+
+# The highest metadata.version level each release line supports (seen on its brokers): a
+# broker's release line, told more finely than its API versions tell it (kafka-python takes a
+# 4.4 broker for 4.3).
+RELEASE_LINE_BY_METADATA_VERSION = {11: "3.5", 21: "3.9", 30: "4.3", 33: "4.4"}
 
 
 def assert_cluster_is(bootstrap_servers: str, version: str) -> None:
-    """Fail unless the brokers are the release a test is labelled with, and finalize the
+    """Fail unless the brokers are the release line a test is labelled with, finalize the
     transactions version that the label implies (the release's default, or its ``-tv<level>``
-    variant): a test labelled 3.9.2 that ran against a 4.x cluster (an external one, a stale
-    image), or one labelled 4.3.1-tv1 that ran on transactions V2, would prove nothing."""
-    from kafka.admin import KafkaAdminClient
-    from kafka.net.compat import KafkaNetClient
-
+    variant), and verify partitions as it says (``-nv``: not): a test labelled 3.9.2 that ran
+    against a 4.x cluster (an external one, a stale image), one labelled 4.3.1-tv1 that ran on
+    transactions V2, or one labelled 3.9.2-nv whose brokers verify, would prove nothing."""
+    spec = cluster_spec(version)
+    line = ".".join(spec.release.split(".")[:2])
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
-    net = KafkaNetClient(bootstrap_servers=bootstrap_servers)
     try:
         features = admin.describe_features()
-        seen = net.check_version()  # (major, minor) as the broker's API versions tell
+        brokers = (
+            AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(timeout=10).brokers
+        )
+        verifying = {_verification(admin, node_id) for node_id in brokers}
     finally:
         admin.close()
-        net.close()
-    release, _ = cluster_spec(version)
-    expected = tuple(int(part) for part in release.split(".")[:2])
+    supported = features.get("metadata.version", {}).get("supported", (0, 0))[1]
+    seen = RELEASE_LINE_BY_METADATA_VERSION.get(
+        supported, f"unknown (metadata.version {supported})"
+    )
     finalized = features.get("transaction.version", {}).get("finalized")
     tv = None if finalized is None or finalized[1] == 0 else finalized[1]
-    assert tuple(seen[:2]) == expected and tv == expected_transaction_version(version), (
-        f"the cluster at {bootstrap_servers} speaks Kafka {'.'.join(map(str, seen))} with "
-        f"transaction.version {tv}, but the tests are labelled Kafka {version}; with "
-        "KAFKA_BOOTSTRAP_SERVERS set, select the matching version with KAFKA_VERSION"
+    assert seen == line and tv == expected_transaction_version(version), (
+        f"the cluster at {bootstrap_servers} is Kafka {seen} with transaction.version {tv}, but "
+        f"the tests are labelled Kafka {version}; with KAFKA_BOOTSTRAP_SERVERS set, select the "
+        "matching version with KAFKA_VERSION"
     )
+    if line != "3.5":  # partition verification came with 3.6
+        expected = spec.broker_properties.get(VERIFICATION, "true")
+        assert verifying == {expected}, (
+            f"the brokers at {bootstrap_servers} run with {VERIFICATION} = {sorted(verifying)}, "
+            f"but the tests are labelled Kafka {version}"
+        )

@@ -1,4 +1,4 @@
-"""Describe, list and end Kafka transactions that another process opened.
+"""Describe, list, end and fence Kafka transactions that another process opened.
 
 A Kafka transaction belongs to the producer that opened it, and no client library can resume
 one (confluent-kafka cannot; Flink reaches into the Java client by reflection). The protocol
@@ -6,15 +6,14 @@ can: EndTxn names the transaction by transactional id, producer id and epoch, wh
 what a committable records. kafka-python provides the requests and the admin calls
 (DescribeTransactions, ListTransactions, FindCoordinator), so nothing here hand-writes the
 wire format. A batch's EndTxns go to all its coordinators at once, under one deadline
-(:mod:`connectors.kafka.coordinators`).
+(:mod:`connectors.kafka.coordinators`). Commits are EndTxns; every abort is a fence
+(:mod:`connectors.kafka.fence`), which no producer survives.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import kafka.errors as Errors
@@ -28,6 +27,7 @@ from connectors.kafka.client_config import kafka_python_config
 from connectors.kafka.coordinators import (
     EPOCH_BUMP_END_TXN_VERSION,
     IN_FLIGHT_PER_BROKER,
+    CoordinatorAnswer,
     broker_max_versions,
     call_coordinators,
 )
@@ -38,7 +38,9 @@ from connectors.kafka.end_txn import (
     EndTxnTarget,
     end_txn_version,
 )
+from connectors.kafka.fence import FenceOutcome, InitProducerIdCall, fence_all
 from connectors.kafka.sink.naming import named_for_prefix
+from connectors.kafka.txn_state import TxnDescription, TxnState
 
 # The transaction is no longer the one the caller named: ended, or fenced by a newer epoch.
 # Only a describe can tell "already committed" from "lost".
@@ -49,53 +51,6 @@ ENDED_OR_FENCED_ERRORS: tuple[type[Exception], ...] = (
     Errors.InvalidProducerIdMappingError,
     Errors.TransactionalIdNotFoundError,
 )
-
-
-class TxnState(StrEnum):
-    """The coordinator's state of a transactional id (DescribeTransactions wire values)."""
-
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-    DEAD = "Dead"
-    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
-    UNKNOWN = "Unknown"
-
-
-@dataclass(frozen=True)
-class TxnDescription:
-    transactional_id: str
-    state: TxnState
-    producer_id: int
-    epoch: int
-    coordinator_id: int
-    timeout_ms: int
-    start_time_ms: int
-    partitions: tuple[tuple[str, int], ...]
-
-    def is_commit_of(self, producer_id: int, epoch: int, *, bump_possible: bool) -> bool:
-        """Whether the transaction (producer_id, epoch), which was seen Ongoing at ``epoch``,
-        is committed or committing.
-
-        Its commit shows as epoch E under transactions V1 and as E + 1 under V2 (EndTxn bumps
-        the epoch). E is always accepted: a V2 commit never shows E, so E means V1 ended it,
-        even at a coordinator that speaks V2 now (a rolling upgrade between the pre-commit
-        and the commit). E + 1 is accepted only where the coordinator could have bumped
-        (``bump_possible``: it takes EndTxn v5, :meth:`TransactionAdmin.epoch_bumps_on_end_at`).
-        On a V1 cluster (3.x, or 4.x at ``transaction.version`` 0 or 1) E + 1 committed is a later
-        transaction of the id, after an InitProducerId bump of an abort that kept the epoch:
-        possible only for a second lineage of the query (a copied checkpoint), and taking it
-        for this one's would hide a loss.
-        """
-        accepted = (epoch, epoch + 1) if bump_possible else (epoch,)
-        return (
-            self.state in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT)
-            and self.producer_id == producer_id
-            and self.epoch in accepted
-        )
 
 
 class _DescribeCall:
@@ -229,18 +184,32 @@ class TransactionAdmin:
         (a describe tells "ended before" from "lost"), or TIMED_OUT. Raises only what no retry
         mends on the client's side (a failed login, a broker older than Kafka 3.0).
         """
-        by_id = {t.transactional_id: t for t in targets}
-        if len(by_id) < len(targets):
-            counts = Counter(t.transactional_id for t in targets)
-            twice = sorted(tid for tid, n in counts.items() if n > 1)
-            raise ValueError(
-                f"one EndTxn per transactional id in a batch, got several for {twice}: a "
-                "transactional id holds one transaction at a time"
-            )
+        by_id = _one_per_id(targets)
         answers = call_coordinators(
             self._net, list(by_id), EndTxnCall(by_id, commit), deadline=deadline
         )
         return {tid: EndTxnOutcome.of(by_id[tid], commit, a) for tid, a in answers.items()}
+
+    def fence_transactions(
+        self, targets: Sequence[EndTxnTarget], *, deadline: Deadline
+    ) -> dict[str, FenceOutcome]:
+        """Fence every target's producer (:mod:`connectors.kafka.fence`): InitProducerId at its
+        producer id and epoch, sent only while a describe shows that epoch current, all ids at
+        once, until each is fenced or ``deadline``. This is how the sink and its commands abort
+        another process's transaction: an EndTxn(abort) at the producer's own epoch leaves the
+        producer free to write on under transactions V1."""
+        _one_per_id(targets)
+
+        def describe(ids: list[str], bound: Deadline) -> dict[str, TxnDescription | None]:
+            return self.describe(ids, deadline=bound)
+
+        def send_init(
+            sent: Mapping[str, EndTxnTarget], timeouts: Mapping[str, int], bound: Deadline
+        ) -> dict[str, CoordinatorAnswer]:
+            call = InitProducerIdCall(sent, timeouts)
+            return call_coordinators(self._net, list(sent), call, deadline=bound)
+
+        return fence_all(targets, describe, send_init, deadline)
 
     def epoch_bumps_on_end_at(
         self, coordinator_id: int, *, deadline: Deadline | None = None
@@ -256,6 +225,18 @@ class TransactionAdmin:
             self._net, coordinator_id, deadline or Deadline(self._request_timeout_s)
         )
         return end_txn_version(versions) >= EPOCH_BUMP_END_TXN_VERSION
+
+
+def _one_per_id(targets: Sequence[EndTxnTarget]) -> dict[str, EndTxnTarget]:
+    by_id = {t.transactional_id: t for t in targets}
+    if len(by_id) < len(targets):
+        counts = Counter(t.transactional_id for t in targets)
+        twice = sorted(tid for tid, n in counts.items() if n > 1)
+        raise ValueError(
+            f"one request per transactional id in a batch, got several for {twice}: a "
+            "transactional id holds one transaction at a time"
+        )
+    return by_id
 
 
 def open_transactions(

@@ -51,7 +51,7 @@ from checkpoint.two_phase_commit import TwoPhaseCommit
 from connectors.avro.batches import BatchEncoder
 from connectors.kafka.cluster_facts import LiveClusterError, read_cluster
 from connectors.kafka.sink.committer import KafkaCommitter
-from connectors.kafka.sink.errors import TransactionLostError
+from connectors.kafka.sink.errors import DecidedTransactionError, TransactionLostError
 from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
 from connectors.kafka.sink.options import (
     DeliveryGuarantee,
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 _BYTES = (StringType, BinaryType)
-COMMIT_MESSAGE_VERSION = 2  # 2: transactional ids carry an owner and a slot
+COMMIT_MESSAGE_VERSION = 3  # 2: ids carry an owner and a slot; 3: committables a start time
 
 
 @dataclass(frozen=True)
@@ -150,15 +150,15 @@ def _encoded(sink: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     return BatchEncoder(columns, sink.topic).encode(batches)
 
 
-def _task() -> tuple[int, int, int]:
-    """(batch id, task partition, attempt number) of the running task."""
+def _task() -> tuple[int, int, int, int]:
+    """(batch id, task partition, attempt number, task attempt id) of the running task."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     if context is None:
         raise RuntimeError("the Kafka sink's write() must run inside a Spark task")
     batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
-    return batch_id, context.partitionId(), context.attemptNumber()
+    return batch_id, context.partitionId(), context.attemptNumber(), context.taskAttemptId()
 
 
 class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
@@ -223,9 +223,9 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Step 2, in a task: produce, then pre-commit at the barrier (end of input)."""
         freeze_imported_heap()
-        batch_id, partition, attempt = _task()
+        batch_id, partition, attempt, task_attempt_id = _task()
         crash_point(CrashPoint.TASK_BEGIN, checkpoint_id=batch_id)
-        candidates = self._naming.slots(partition, attempt)
+        candidates = self._naming.slots(partition, attempt, task_attempt_id)
         if batch_id in self._decided:
             # A replay of a decided batch (crash after the decision, before Spark recorded the
             # batch as done): its output is committed, or will be by commit(); writing it
@@ -272,12 +272,14 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
 
 
 def _loss_or(exc: CheckpointCommitFailed, batch_id: int | None) -> Exception:
-    """A lost transaction of a decided batch is data loss: surface its own message, even when
-    another transaction's failure (a timeout) came first."""
-    lost = next((e for e in exc.errors if isinstance(e, TransactionLostError)), None)
-    if lost is None:
+    """A decided batch's transaction that cannot be confirmed as committed (lost, or
+    undetermined) must surface its own message, even when another transaction's failure (a
+    timeout) came first; a definite loss before an undetermined one."""
+    stuck = [e for e in exc.errors if isinstance(e, DecidedTransactionError)]
+    if not stuck:
         return exc
-    return lost.in_batch(exc.checkpoint_id if batch_id is None else batch_id, exc.failed)
+    first = next((e for e in stuck if isinstance(e, TransactionLostError)), stuck[0])
+    return first.in_batch(exc.checkpoint_id if batch_id is None else batch_id, exc.failed)
 
 
 class FlushingStreamWriter(DataSourceStreamArrowWriter):

@@ -60,6 +60,6 @@ for pair in $(echo "${KAFKA_FORMAT_FEATURES:-}" | tr ',' ' '); do
 done
 # shellcheck disable=SC2086
 $java_cmd kafka.tools.StorageTool format --ignore-formatted \
-  -t "${KAFKA_CLUSTER_ID:-a2Fma2EtZW9zLWNsdXN0ZXI}" -c "$CONF" $feature_args
+  -t "${KAFKA_CLUSTER_ID:-a2Fma2EtZW9zLWNsdXN0ZQ}" -c "$CONF" $feature_args
 # shellcheck disable=SC2086
 exec $java_cmd ${KAFKA_HEAP_OPTS:--Xmx512m -Xms128m} kafka.Kafka "$CONF"

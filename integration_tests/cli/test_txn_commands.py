@@ -31,7 +31,8 @@ from connectors.kafka.sink.naming import TransactionalIdNaming, derived_prefix, 
 from connectors.kafka.sink.options import decision_location
 from connectors.kafka.sink.owners import OwnerRegistry
 from connectors.kafka.sink.writer import ExactlyOnceWriter
-from connectors.kafka.transactions import TransactionAdmin, TxnState
+from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_state import TxnState
 from integration_tests.sink.transactions import describe, values, wait_until_committed
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.commands.txn import command

@@ -1,5 +1,8 @@
-"""One Kafka cluster per supported version for the sink's tests; each test brings its own
-topic, checkpoint and transactional-id prefix, so tests never see each other's data.
+"""One Kafka cluster per version label for the sink's tests; each test brings its own topic,
+checkpoint and transactional-id prefix, so tests never see each other's data. The suite runs on
+one release of each transactions protocol (``PROTOCOL_KAFKA_VERSIONS``); a test that must run
+elsewhere too names its labels with :func:`on_kafka` (the fault matrix's smoke case: every
+supported release; the fence's tests: brokers without partition verification).
 
 When a version's tests are done, ``kafka-eos txn list`` must find no transaction left open on
 its cluster: every crash the tests injected was recovered, or its test ended what it opened.
@@ -18,11 +21,12 @@ from connectors.kafka.transactions import TransactionAdmin
 from integration_tests.conftest import create_topic
 from integration_tests.kafka_fixtures import running_cluster, selected_mode
 from integration_tests.sink.harness import Pipeline
-from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, SUPPORTED_KAFKA_VERSIONS, KafkaCluster
+from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, KafkaCluster
+from kafka_eos.cluster.base import PROTOCOL_KAFKA_VERSIONS
 from kafka_eos.commands.txn import command as txn_command
 
 
-@pytest.fixture(scope="session", params=SUPPORTED_KAFKA_VERSIONS, ids=lambda v: f"kafka-{v}")
+@pytest.fixture(scope="session", params=PROTOCOL_KAFKA_VERSIONS, ids=lambda v: f"kafka-{v}")
 def versioned_kafka(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     with running_cluster(selected_mode(), request.param) as cluster:
         yield cluster
@@ -39,14 +43,16 @@ def _assert_no_lingering_transactions(bootstrap_servers: str) -> None:
     )
 
 
+def on_kafka(*labels: str) -> pytest.MarkDecorator:
+    """Run the test on these version labels instead of ``PROTOCOL_KAFKA_VERSIONS``."""
+    return pytest.mark.parametrize(
+        "versioned_kafka", labels, indirect=True, ids=[f"kafka-{v}" for v in labels]
+    )
+
+
 # For a scenario whose protocol is the same under transactions V1 and V2 (docs/testing.md
 # lists which): it runs on the default version only, which keeps `make test` within budget.
-default_version_only = pytest.mark.parametrize(
-    "versioned_kafka",
-    [DEFAULT_KAFKA_VERSION],
-    indirect=True,
-    ids=[f"kafka-{DEFAULT_KAFKA_VERSION}"],
-)
+default_version_only = on_kafka(DEFAULT_KAFKA_VERSION)
 
 
 @pytest.fixture

@@ -24,7 +24,8 @@ from checkpoint.crashpoints import HITS_DIR_ENV, parse_spec, struck_marker
 from checkpoint.store import SnapshotStore
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.naming import derived_prefix
-from connectors.kafka.transactions import TransactionAdmin, TxnDescription
+from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_state import TxnDescription
 from integration_tests.conftest import create_topic
 from integration_tests.sink.pipeline_job import NUMBER_SCHEMA
 from kafka_eos.operations.drain import drain

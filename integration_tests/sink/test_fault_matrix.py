@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.transactions import TxnState
+from connectors.kafka.txn_state import TxnState
 from integration_tests.sink.harness import (
     ALL,
     BATCH_0,

@@ -33,7 +33,8 @@ from connectors.kafka.sink.errors import TransactionLostError
 from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.sink.options import SinkOptions
 from connectors.kafka.sink.writer import ExactlyOnceWriter
-from connectors.kafka.transactions import TransactionAdmin, TxnState
+from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic
 from integration_tests.sink.transactions import describe, values, wait_until_committed
 from kafka_eos.cluster import KafkaCluster

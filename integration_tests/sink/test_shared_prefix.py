@@ -23,7 +23,8 @@ from connectors.kafka.sink.errors import PrefixConflictError
 from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
 from connectors.kafka.sink.owners import registry_group
 from connectors.kafka.sink.writer import ExactlyOnceWriter
-from connectors.kafka.transactions import TransactionAdmin, TxnState
+from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic
 from integration_tests.sink.transactions import describe, values
 from kafka_eos.cluster import KafkaCluster
@@ -54,18 +55,18 @@ def test_a_second_query_on_the_prefix_stops_before_deciding_and_aborts_only_its_
         old_committer.register_location([(topic, 0)])
     finally:
         old_committer.close()
-    old_txn = ExactlyOnceWriter(config, topic, old.slots(0, 0), 30.0).write_and_pre_commit(
+    old_txn = ExactlyOnceWriter(config, topic, old.slots(0, 0, 0), 30.0).write_and_pre_commit(
         7, [rows("old", 5)]
     )
-    silent_txn = ExactlyOnceWriter(config, topic, silent.slots(1, 0), 30.0).write_and_pre_commit(
+    silent_txn = ExactlyOnceWriter(config, topic, silent.slots(1, 0, 0), 30.0).write_and_pre_commit(
         3, [rows("silent", 1)]
     )
-    new_txn = ExactlyOnceWriter(config, topic, new.slots(0, 0), 30.0).write_and_pre_commit(
+    new_txn = ExactlyOnceWriter(config, topic, new.slots(0, 0, 0), 30.0).write_and_pre_commit(
         0, [rows("new", 3)]
     )
     assert old_txn.transactional_id != new_txn.transactional_id  # same task, same prefix
     # A dead attempt of the new query, which its sweep must abort.
-    stray = ExactlyOnceWriter(config, topic, new.slots(1, 0), 30.0).write_and_pre_commit(
+    stray = ExactlyOnceWriter(config, topic, new.slots(1, 0, 0), 30.0).write_and_pre_commit(
         0, [rows("stray", 2)]
     )
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from connectors.kafka.sink.lifetime import commit_margin_ms, remaining_ms
-from connectors.kafka.transactions import TxnState
+from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import KafkaFactory, create_topic
 from integration_tests.sink.conftest import default_version_only
 from integration_tests.sink.harness import (

@@ -45,7 +45,8 @@ from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import TransactionLostError
 from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.sink.writer import ExactlyOnceWriter
-from connectors.kafka.transactions import TransactionAdmin, TxnState
+from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic
 from integration_tests.kafka_fixtures import cluster_spec, running_cluster, selected_mode
 from integration_tests.sink.transactions import describe, values, wait_until_committed
@@ -131,7 +132,7 @@ def written(attempt: str, count: int) -> Counter[str]:
 def pre_commit(setting: Setting, attempt: str, count: int, **config: str) -> Committable:
     """A task's transaction, written and pre-committed by the sink's own writer."""
     writer = ExactlyOnceWriter(
-        {**setting.config, **config}, setting.topic, setting.naming.slots(0, 0), 30.0
+        {**setting.config, **config}, setting.topic, setting.naming.slots(0, 0, 0), 30.0
     )
     return writer.write_and_pre_commit(BATCH_ID, [task_input(attempt, count)])
 
@@ -164,7 +165,7 @@ def test_the_cluster_runs_at_its_transaction_version_and_the_committer_speaks_to
         response = future.value
     finally:
         net.close()
-    _, features = cluster_spec(setting.variant.label)
+    features = cluster_spec(setting.variant.label).features
     assert transaction_version(response) == features["transaction.version"]
     assert max_versions(response)[END_TXN] == 5, "a 4.x broker advertises EndTxn v5"
     assert usable_versions(response)[END_TXN] == setting.variant.end_txn_sent

@@ -21,7 +21,8 @@ from confluent_kafka import Producer
 from checkpoint.errors import ConfigError
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.writer import DeliveryFailed, ExactlyOnceWriter, TransactionTooLong
-from connectors.kafka.transactions import TransactionAdmin, TxnState
+from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic
 from integration_tests.sink.conftest import default_version_only
 from integration_tests.sink.transactions import describe, values

@@ -25,7 +25,8 @@ from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import TransactionLostError
 from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.sink.writer import DeliveryFailed, ExactlyOnceWriter
-from connectors.kafka.transactions import TransactionAdmin, TxnState
+from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic
 from integration_tests.sink.transactions import describe, values, wait_until_committed
 from kafka_eos.cluster import KafkaCluster
@@ -113,11 +114,11 @@ def test_an_attempt_started_after_the_verification_never_fences_the_verified_tra
     the batch's output of this task was lost."""
     bootstrap, topic, config, _ = setting
     naming = setting.naming
-    attempt_a = ExactlyOnceWriter(config, topic, naming.slots(0, 0), 30.0)
+    attempt_a = ExactlyOnceWriter(config, topic, naming.slots(0, 0, 0), 30.0)
     committable_a = attempt_a.write_and_pre_commit(BATCH_ID, [task_input("a", 6)])
     committer.verify(BATCH_ID, [committable_a])
 
-    attempt_b = ExactlyOnceWriter(config, topic, naming.slots(0, rival_attempt), 30.0)
+    attempt_b = ExactlyOnceWriter(config, topic, naming.slots(0, rival_attempt, 0), 30.0)
     committable_b = attempt_b.write_and_pre_commit(BATCH_ID, [task_input("b", 4)])
     assert committable_b.transactional_id != committable_a.transactional_id
     now = describe(admin, committable_a.transactional_id)
@@ -148,7 +149,7 @@ def test_every_id_of_a_task_held_open_fails_the_attempt_without_fencing_any(
 ) -> None:
     """An attempt never takes an id whose transaction is open, even when no id is free."""
     bootstrap, topic, config, _ = setting
-    [only] = setting.naming.slots(0, 0)[:1]
+    [only] = setting.naming.slots(0, 0, 0)[:1]
     holder = ExactlyOnceWriter(config, topic, [only], 30.0)
     held = holder.write_and_pre_commit(BATCH_ID, [task_input("a", 2)])
     with pytest.raises(DeliveryFailed, match="every transactional id of this task holds an open"):

@@ -6,7 +6,8 @@ import time
 from collections import Counter
 
 from checkpoint.model import Committable
-from connectors.kafka.transactions import TransactionAdmin, TxnDescription, TxnState
+from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_state import TxnDescription, TxnState
 from kafka_eos.operations.drain import drain
 
 

@@ -39,7 +39,8 @@ from integration_tests.source.conftest import (
     start_stream,
     transaction,
 )
-from kafka_eos.cluster import SUPPORTED_KAFKA_VERSIONS, KafkaCluster
+from kafka_eos.cluster import KafkaCluster
+from kafka_eos.cluster.base import PROTOCOL_KAFKA_VERSIONS
 from kafka_eos.operations.drain import drain
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -55,7 +56,7 @@ PROMPT_S = 90.0
 UNBLOCKED_S = 120.0
 
 
-@pytest.fixture(scope="module", params=SUPPORTED_KAFKA_VERSIONS, ids=lambda v: f"kafka-{v}")
+@pytest.fixture(scope="module", params=PROTOCOL_KAFKA_VERSIONS, ids=lambda v: f"kafka-{v}")
 def versioned_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     with running_cluster(selected_mode(), request.param) as cluster:
         yield cluster

@@ -7,14 +7,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-# 4.x runs transactions V2 (KIP-890); 3.9 is the last line with transactions V1 only.
+# The releases the README lists as supported, each tested (docs/testing.md says which tests run
+# where). 4.x runs transactions V2 (KIP-890); 3.9 is the last line with transactions V1 only;
+# 3.5 is the last release before KIP-890's partition verification (3.6).
 DEFAULT_KAFKA_VERSION = "4.3.1"
-SUPPORTED_KAFKA_VERSIONS: tuple[str, ...] = ("4.3.1", "3.9.2")
+SUPPORTED_KAFKA_VERSIONS: tuple[str, ...] = ("4.3.1", "3.9.2", "3.5.2", "4.4.0")
+# The two on which the sink's whole suite runs: one of each transactions protocol (V2, V1).
+PROTOCOL_KAFKA_VERSIONS: tuple[str, ...] = ("4.3.1", "3.9.2")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DOCKER_KAFKA_DIR = PROJECT_ROOT / "docker" / "kafka"
-# Any 22-character base64 string is a valid KRaft cluster id; a fixed one keeps runs repeatable.
-CLUSTER_ID = "a2Fma2EtZW9zLWNsdXN0ZXI"
+# A KRaft cluster id is 16 bytes in URL-safe base64 without padding (Kafka 3.5 refuses any other
+# length; 3.9 and 4.x take any 22 characters); a fixed one keeps runs repeatable.
+CLUSTER_ID = "a2Fma2EtZW9zLWNsdXN0ZQ"
 
 
 class KafkaCluster(Protocol):

@@ -1,4 +1,4 @@
-"""Lingering transactions: find them, and abort the ones whose abort loses nothing.
+"""Lingering transactions: find them, and abort (fence) the ones whose abort loses nothing.
 
 A lingering transaction is one left Ongoing by a producer that is gone: a task that died after
 its pre-commit, or a pipeline retired for good. Until it ends or times out it holds back the
@@ -8,7 +8,8 @@ Aborting one is safe except in one case: the sink already *decided* to commit it
 committable is then in a decision of the sink's snapshot store that is not confirmed yet, and
 the query's next recovery commits it; aborting it would drop a decided batch's records for
 good. :func:`plan_abort` refuses those, and :func:`abort_lingering` ends the rest through
-:class:`~connectors.kafka.sink.committer.KafkaCommitter`, whose EndTxn handling the sink uses too.
+:class:`~connectors.kafka.sink.committer.KafkaCommitter`, which fences each one's producer as
+the sink does (:mod:`connectors.kafka.fence`): a producer still alive cannot write on.
 
 Used by ``kafka-eos txn`` and by ``kafka-eos verify --prefix``. Reports are built as the
 JSON-ready dicts below first, and printed as text or JSON second.
@@ -32,7 +33,7 @@ from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.naming import OwnedId
 from connectors.kafka.sink.options import decision_location
 from connectors.kafka.sink.owners import Entry, Registration, Unknown
-from connectors.kafka.transactions import TxnDescription, TxnState
+from connectors.kafka.txn_state import TxnDescription, TxnState
 
 DecisionKey = tuple[str, int, int]
 """(transactional id, producer id, epoch): :attr:`checkpoint.model.Committable.key`."""
@@ -75,12 +76,14 @@ class Candidate:
         """The transaction as the committer names it; only an ABORT candidate has one."""
         assert self.verdict == Verdict.ABORT and self.description is not None
         now = self.description
-        return Committable(now.transactional_id, now.producer_id, now.epoch, 0, now.partitions)
+        return Committable(
+            now.transactional_id, now.producer_id, now.epoch, 0, now.partitions, now.start_time_ms
+        )
 
 
 @dataclass(frozen=True)
 class AbortOutcome:
-    """What EndTxn(abort) did to one candidate; ``now`` is the state described afterwards."""
+    """What the fence did to one candidate; ``now`` is the state described afterwards."""
 
     candidate: Candidate
     error: str | None
@@ -91,13 +94,12 @@ class AbortOutcome:
         """Why the candidate's transaction may still be open, or None if it ended."""
         before, now = self.candidate.description, self.now
         still_open = (
-            now is not None
-            and before is not None
-            and (now.state, now.producer_id, now.epoch)
-            == (TxnState.ONGOING, before.producer_id, before.epoch)
+            before is not None
+            and now is not None
+            and now.holds(before.producer_id, before.epoch, before.start_time_ms)
         )
         if self.error is None and still_open:
-            return "still Ongoing after EndTxn(abort)"
+            return "still Ongoing at its epoch after the fence"
         return self.error
 
 
@@ -233,7 +235,7 @@ def plan_abort(
 def abort_lingering(
     committer: KafkaCommitter, candidates: Iterable[Candidate]
 ) -> list[AbortOutcome]:
-    """EndTxn(abort) of every ABORT candidate, then describe it again to show the result.
+    """Fence every ABORT candidate, then describe it again to show the result.
 
     One failure does not stop the others: each abort is independent, and a partial result
     that names the failure is more useful than none.

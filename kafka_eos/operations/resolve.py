@@ -30,12 +30,8 @@ from checkpoint.store import SnapshotStore
 from connectors.kafka.end_txn import EndTxnResult, EndTxnTarget
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import TransactionLostError
-from connectors.kafka.transactions import (
-    ENDED_OR_FENCED_ERRORS,
-    TransactionAdmin,
-    TxnDescription,
-    TxnState,
-)
+from connectors.kafka.transactions import ENDED_OR_FENCED_ERRORS, TransactionAdmin
+from connectors.kafka.txn_state import TxnDescription, TxnState
 from kafka_eos.operations.lingering import PartitionDict, TxnDict, decision_store, txn_dict
 
 _log = logging.getLogger(__name__)

@@ -17,7 +17,9 @@ from checkpoint.model import (
     as_checkpoint_id,
 )
 
-COMMITTABLE = Committable("app-sink-3-7", 4001, 2, 120, (("out", 1), ("out", 0), ("out", 1)))
+COMMITTABLE = Committable(
+    "app-sink-3-7", 4001, 2, 120, (("out", 1), ("out", 0), ("out", 1)), 1_700_000_000_100
+)
 SNAPSHOT = Snapshot(
     checkpoint_id=7,
     pipeline_id="orders-to-invoices",
@@ -36,8 +38,16 @@ CONFIRMED_LOSS = Confirmation(
 
 def test_committable_round_trips_through_json() -> None:
     data = json.loads(json.dumps(COMMITTABLE.to_dict()))
-    assert data["version"] == 1
+    assert (data["version"], data["start_time_ms"]) == (2, 1_700_000_000_100)
     assert Committable.from_dict(data) == COMMITTABLE
+
+
+def test_a_version_1_committable_reads_with_no_start_time() -> None:
+    """Decisions written before start times were recorded stay readable: -1, unknown."""
+    data = {k: v for k, v in COMMITTABLE.to_dict().items() if k != "start_time_ms"}
+    data["version"] = 1
+    old = Committable.from_dict(data)
+    assert (old.key, old.start_time_ms) == (COMMITTABLE.key, -1)
 
 
 def test_snapshot_round_trips_through_json() -> None:
@@ -58,15 +68,35 @@ def test_a_version_1_snapshot_reads_with_no_plan() -> None:
 def test_confirmation_round_trips_through_json() -> None:
     confirmation = Confirmation(as_checkpoint_id(7), 1_700_000_000_300)
     data = json.loads(json.dumps(confirmation.to_dict()))
-    assert (data["version"], data["kind"], data["accepted_loss"]) == (2, "confirmation", None)
+    assert (data["version"], data["kind"], data["accepted_loss"]) == (3, "confirmation", None)
     assert Confirmation.from_dict(data) == confirmation
 
 
 def test_a_confirmation_with_an_accepted_loss_round_trips_through_json() -> None:
     data = json.loads(json.dumps(CONFIRMED_LOSS.to_dict()))
-    assert data["version"] == 2
+    assert data["version"] == 3
     assert data["accepted_loss"]["reason"] == "INC-42: input replayed by hand"
     assert data["accepted_loss"]["lost"] == [COMMITTABLE.to_dict()]
+    assert Confirmation.from_dict(data) == CONFIRMED_LOSS
+
+
+def test_an_accepted_loss_of_undetermined_transactions_only_round_trips_through_json() -> None:
+    """A transaction whose fate the broker no longer shows is accepted as undetermined, never
+    as lost: its records may be visible."""
+    undetermined = Confirmation(
+        as_checkpoint_id(7),
+        1_700_000_000_300,
+        AcceptedLoss((), "INC-43: verified", "ops@host-1", undetermined=(COMMITTABLE,)),
+    )
+    data = json.loads(json.dumps(undetermined.to_dict()))
+    assert (data["accepted_loss"]["lost"], len(data["accepted_loss"]["undetermined"])) == ([], 1)
+    assert Confirmation.from_dict(data) == undetermined
+
+
+def test_a_version_2_confirmation_reads_with_no_undetermined_transactions() -> None:
+    data = CONFIRMED_LOSS.to_dict()
+    data["version"] = 2
+    del data["accepted_loss"]["undetermined"]
     assert Confirmation.from_dict(data) == CONFIRMED_LOSS
 
 
@@ -80,7 +110,8 @@ def test_a_version_1_confirmation_reads_with_no_accepted_loss() -> None:
     ("fields", "match"),
     [
         ({"lost": ()}, "one Committable or more"),
-        ({"lost": (("app-sink-3-7", 4001, 2),)}, "one Committable or more"),
+        ({"lost": (("app-sink-3-7", 4001, 2),)}, "must be Committables"),
+        ({"undetermined": [None]}, "must be Committables"),
         ({"reason": "  "}, "reason of an accepted loss"),
         ({"accepted_by": None}, "accepted_by of an accepted loss"),
     ],
@@ -116,10 +147,10 @@ def test_snapshot_sorts_offsets_and_maps_them() -> None:
 @pytest.mark.parametrize(
     ("kind", "cls", "data"),
     [
-        ("committable", Committable, {**COMMITTABLE.to_dict(), "version": 2}),
+        ("committable", Committable, {**COMMITTABLE.to_dict(), "version": 3}),
         ("snapshot", Snapshot, {**SNAPSHOT.to_dict(), "version": 99}),
         ("confirmation", Confirmation, {"kind": "confirmation", "checkpoint_id": 1}),
-        ("confirmation", Confirmation, {**CONFIRMED_LOSS.to_dict(), "version": 3}),
+        ("confirmation", Confirmation, {**CONFIRMED_LOSS.to_dict(), "version": 4}),
         ("snapshot", Snapshot, {**SNAPSHOT.to_dict(), "version": "1"}),
     ],
 )
@@ -129,7 +160,7 @@ def test_unknown_versions_are_rejected_with_the_value_seen(
     with pytest.raises(UnsupportedFormatVersion) as raised:
         cls.from_dict(data)
     assert raised.value.kind == kind
-    supported = (1,) if kind == "committable" else (1, 2)
+    supported = {"committable": (1, 2), "snapshot": (1, 2), "confirmation": (1, 2, 3)}[kind]
     assert raised.value.seen == data.get("version") and raised.value.supported == supported
     assert f"reads versions {list(supported)}" in str(raised.value)
 
@@ -143,7 +174,7 @@ def test_missing_field_names_the_field() -> None:
 
 def test_wrong_kind_is_rejected() -> None:
     with pytest.raises(FormatError, match="expected a snapshot"):
-        Snapshot.from_dict({**Confirmation(as_checkpoint_id(1)).to_dict(), "kind": "confirmation"})
+        Snapshot.from_dict({**Confirmation(as_checkpoint_id(1)).to_dict(), "version": 2})
 
 
 @pytest.mark.parametrize(

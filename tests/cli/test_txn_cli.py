@@ -14,7 +14,7 @@ from cli_fakes import FakeAdmin, FakeCommitter, ongoing
 from click.testing import Result
 
 from checkpoint.model import Committable
-from connectors.kafka.transactions import TxnState
+from connectors.kafka.txn_state import TxnState
 from kafka_eos.commands import txn
 
 BOOTSTRAP = ("--bootstrap-servers", "broker:9092")

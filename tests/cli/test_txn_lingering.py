@@ -10,7 +10,8 @@ from cli_fakes import NOW_MS, FakeAdmin, FakeCommitter, ongoing
 
 from checkpoint.errors import DeadlineExceeded
 from checkpoint.model import Committable
-from connectors.kafka.transactions import TxnState, open_transactions
+from connectors.kafka.transactions import open_transactions
+from connectors.kafka.txn_state import TxnState
 from kafka_eos.operations.lingering import (
     AbortOutcome,
     LingeringTransactionError,
@@ -60,7 +61,10 @@ def test_plan_skips_ended_and_unknown_ids() -> None:
 
 def test_the_committable_names_the_described_transaction() -> None:
     (candidate,) = plan_abort({"orders-0": ongoing("orders-0", 7, 3)}, None)
-    assert candidate.committable() == Committable("orders-0", 7, 3, 0, (("out", 0), ("out", 1)))
+    described = ongoing("orders-0", 7, 3)
+    assert candidate.committable() == Committable(
+        "orders-0", 7, 3, 0, (("out", 0), ("out", 1)), described.start_time_ms
+    )
 
 
 def test_open_transactions_keep_only_the_ids_the_prefix_names() -> None:
@@ -129,7 +133,7 @@ def test_one_failed_abort_does_not_stop_the_others(error: Exception) -> None:
 def test_a_transaction_still_open_after_the_abort_is_a_failure() -> None:
     (candidate,) = plan_abort({"orders-0": ongoing("orders-0")}, None)
     assert AbortOutcome(candidate, None, ongoing("orders-0")).failure == (
-        "still Ongoing after EndTxn(abort)"
+        "still Ongoing at its epoch after the fence"
     )
     # A new transaction of a live producer on the same id (other epoch) is not ours.
     assert AbortOutcome(candidate, None, ongoing("orders-0", epoch=9)).failure is None

@@ -16,7 +16,7 @@ from click.testing import Result
 from checkpoint.model import Committable, Snapshot
 from checkpoint.store import SnapshotStore
 from connectors.kafka.sink.errors import TransactionLostError
-from connectors.kafka.transactions import TxnState
+from connectors.kafka.txn_state import TxnState
 from kafka_eos.commands import txn
 from kafka_eos.operations.resolve import Standing, standing
 

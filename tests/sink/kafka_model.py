@@ -7,13 +7,17 @@ in for is also tested on real Kafka in ``integration_tests/sink``.
 What it keeps from the protocol, because the sink's correctness depends on it:
 
 - ``InitProducerId`` on a transactional id bumps its epoch and fences the previous producer;
-  on an Ongoing transaction it first aborts it (epoch E + 1), then hands out E + 2;
+  on an Ongoing transaction it first aborts it (epoch E + 1), then hands out E + 2; named with
+  a producer id and epoch (a fence, KIP-360), it checks the producer id always but the epoch
+  only when no transaction is open, as Kafka's coordinator does;
 - transactions V1 keep the epoch at EndTxn, V2 move it to E + 1 (KIP-890); a cluster may
   switch from V1 to V2 at any moment (a rolling upgrade);
 - EndTxn names (transactional id, producer id, epoch), and is answered by the V1 or V2 rules
   of the coordinator (:meth:`KafkaModel.end_txn`): a repeat of a commit that took effect
   succeeds only where Kafka's does, so the sink's describe-based oracle is exercised;
 - the coordinator aborts a transaction older than its timeout, bumping the epoch;
+- a transaction's start time outlives its commit and its abort (and, under V1, the next
+  InitProducerId), so the sink can tell one transaction of an epoch from a later one;
 - records become visible to read_committed readers only at a commit.
 """
 
@@ -30,7 +34,8 @@ from confluent_kafka import KafkaError, KafkaException
 from checkpoint.deadline import Deadline
 from connectors.kafka.coordinators import CoordinatorAnswer
 from connectors.kafka.end_txn import EndTxnOutcome, EndTxnTarget
-from connectors.kafka.transactions import TxnDescription, TxnState
+from connectors.kafka.fence import FenceOutcome, fence_all
+from connectors.kafka.txn_state import TxnDescription, TxnState
 
 _OPEN = (TxnState.ONGOING, TxnState.EMPTY)
 Record = tuple[int, int, int]  # (batch, task partition, sequence): the same in every replay
@@ -77,7 +82,26 @@ class KafkaModel:
                 self._end(tid, state, commit=False, bump=True)  # fence: abort at E + 1
             state.epoch += 1
         state.state, state.timeout_ms = TxnState.EMPTY, timeout_ms
+        if self.v2:
+            state.start_ms = -1  # a 4.x coordinator forgets it; 3.x keeps the last one
         return state.producer_id, state.epoch
+
+    def fence(self, tid: str, producer_id: int, epoch: int, timeout_ms: int) -> type[Exception]:
+        """InitProducerId(tid, producer_id, epoch), answered as Kafka's coordinator does."""
+        self.expire()
+        state = self.ids.get(tid)
+        if state is None:
+            self.init_producer_id(tid, timeout_ms)
+            return Errors.NoError
+        if state.producer_id != producer_id:
+            return Errors.InvalidProducerIdMappingError
+        if state.state == TxnState.ONGOING:  # no epoch check: whatever is open is fenced
+            self._end(tid, state, commit=False, bump=True)
+            return Errors.ConcurrentTransactionsError
+        if state.epoch != epoch:
+            return Errors.InvalidProducerEpochError
+        self.init_producer_id(tid, timeout_ms)
+        return Errors.NoError
 
     def produce(self, tid: str, producer_id: int, epoch: int, partition: tuple[str, int],
                 record: Record) -> None:  # fmt: skip
@@ -161,7 +185,7 @@ class KafkaModel:
         ongoing = state.state == TxnState.ONGOING
         return TxnDescription(
             tid, state.state, state.producer_id, state.epoch, 1, state.timeout_ms,
-            state.start_ms if ongoing else -1, tuple(sorted(state.partitions)) if ongoing else (),
+            state.start_ms, tuple(sorted(state.partitions)) if ongoing else (),
         )  # fmt: skip
 
     def open_keys(self) -> set[Key]:
@@ -184,8 +208,13 @@ class ModelProducer:
         self._on_delivery: Callable[..., None] = config["on_delivery"]
         self._only_errors = bool(config.get("delivery.report.only.error"))
         self._identity: tuple[int, int] | None = None
+        self._written: set[tuple[str, int]] = set()  # partitions queued to, as librdkafka counts
+        self._acked = False
         self._queued: list[tuple[str, int, Record]] = []
         self._queue_limit = int(config.get("queue.buffering.max.messages", 100_000))
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> None:
+        """Metadata: only that the producer is connected matters here."""
 
     def init_transactions(self, timeout: float) -> None:
         self._identity = self._kafka.init_producer_id(self._tid, self._timeout_ms)
@@ -198,6 +227,7 @@ class ModelProducer:
         if len(self._queued) >= self._queue_limit:
             raise BufferError("Local: Queue full")
         self._queued.append((topic, max(partition, 0), json_record(value)))
+        self._written.add((topic, max(partition, 0)))
 
     def produce_batch(self, topic: str, messages: list[dict[str, Any]], partition: int = -1) -> int:
         for i, message in enumerate(messages):
@@ -206,15 +236,15 @@ class ModelProducer:
                     refused["_error"] = KafkaError(KafkaError._QUEUE_FULL)
                 return i
             self._queued.append((topic, max(partition, 0), json_record(message["value"])))
+            self._written.add((topic, max(partition, 0)))
         return len(messages)
 
     def poll(self, timeout: float = 0) -> int:
         assert self._identity is not None
         if self._stats_cb is not None:
-            pid, epoch = self._identity
-            eos = {"idemp_state": "Assigned", "producer_id": pid, "producer_epoch": epoch}
-            self._stats_cb(json.dumps({"eos": eos}))
+            self._stats_cb(json.dumps(self._statistics()))
         queued, self._queued = self._queued, []
+        self._acked = self._acked or bool(queued)
         for topic, partition, record in queued:
             try:
                 self._kafka.produce(self._tid, *self._identity, (topic, partition), record)
@@ -228,6 +258,20 @@ class ModelProducer:
     def flush(self, timeout: float = 0) -> int:
         self.poll()
         return 0
+
+    def _statistics(self) -> dict[str, Any]:
+        """librdkafka's statistics, as far as the writer reads them."""
+        assert self._identity is not None
+        pid, epoch = self._identity
+        topics: dict[str, Any] = {}
+        for topic, partition in sorted(self._written):
+            counts = {"partition": partition, "msgs": 1, "acked_msgid": int(self._acked)}
+            topics.setdefault(topic, {"partitions": {}})["partitions"][str(partition)] = counts
+        return {
+            "eos": {"idemp_state": "Assigned", "producer_id": pid, "producer_epoch": epoch},
+            "brokers": {"model/1": {"state": "UP"}},
+            "topics": topics,
+        }
 
     def abort_transaction(self, timeout: float = 0) -> None:
         assert self._identity is not None
@@ -297,6 +341,34 @@ class ModelAdmin:
                 )
             outcomes[t.transactional_id] = EndTxnOutcome.of(t, commit, answer)
         return outcomes
+
+    def fence_transactions(self, targets: Sequence[EndTxnTarget], *,
+                           deadline: Deadline) -> dict[str, FenceOutcome]:  # fmt: skip
+        """The shipped fence loop (:func:`~connectors.kafka.fence.fence_all`), on the model's
+        describe and InitProducerId."""
+
+        def describe(ids: list[str], bound: Deadline) -> Mapping[str, TxnDescription | None]:
+            return self.describe(ids)
+
+        def send_init(sent: Mapping[str, EndTxnTarget], timeouts: Mapping[str, int],
+                      bound: Deadline) -> dict[str, CoordinatorAnswer]:  # fmt: skip
+            answers = {}
+            for tid, t in sent.items():
+
+                def init(t: EndTxnTarget = t) -> type[Exception]:
+                    tid = t.transactional_id
+                    return self._kafka.fence(tid, t.producer_id, t.epoch, timeouts[tid])
+
+                try:
+                    error = self._step(f"fence {tid}", init)
+                    answers[tid] = CoordinatorAnswer(error, None, coordinator_id=1, attempts=1)
+                except LostAnswer:
+                    answers[tid] = CoordinatorAnswer(
+                        Errors.RequestTimedOutError, None, timed_out=True, coordinator_id=1
+                    )
+            return answers
+
+        return fence_all(targets, describe, send_init, deadline, sleep=lambda seconds: None)
 
     def epoch_bumps_on_end_at(self, coordinator_id: int) -> bool:
         return self._kafka.v2

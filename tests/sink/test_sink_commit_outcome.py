@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.kafka.transactions import TxnDescription, TxnState
+from connectors.kafka.txn_state import TxnDescription, TxnState
 
 P, E = 4_000, 7
 OTHER_P = 4_001

@@ -7,6 +7,8 @@ import pickle
 
 from checkpoint.errors import KafkaEosError
 from connectors.kafka.sink.errors import (
+    CommitUndeterminedError,
+    DecidedTransactionError,
     PreCommitLostError,
     PrefixConflictError,
     TransactionLostError,
@@ -37,21 +39,39 @@ def test_transaction_lost_without_a_batch_names_the_transaction_and_the_loss() -
     assert message.startswith(
         "[KAFKA_EOS.SINK.TRANSACTION_LOST] transaction q-0 (producer id 4001, epoch 7) of a decided"
     )
-    assert "can no longer be committed: EndTxn(commit) answered ProducerFencedError." in message
+    assert "was aborted before its commit: EndTxn(commit) answered ProducerFencedError." in message
     assert "never be visible to read_committed readers" in message
-    assert "must be re-processed" in message  # the way to recover the records
+    assert "re-process their input outside this query" in message  # to recover the records
+    assert "kafka-eos txn resolve" in message and "--accept-loss" in message
+    assert "Do not reset the query's checkpoint" in message
     assert FIX in message
-    assert "Transactions of the batch that did not commit" not in message  # only one
+    assert "Transactions of the batch not confirmed" not in message  # only one
     assert error.failed == ("q-0",)
+    assert isinstance(error, DecidedTransactionError)
+
+
+def test_an_undetermined_commit_says_the_records_may_be_visible_and_never_to_reprocess() -> None:
+    """The coordinator no longer shows the transaction: calling it lost would have the
+    operator re-process a batch that may well have committed (duplicates)."""
+    error = CommitUndeterminedError("q-0", 4001, 7, "the id is now Empty at epoch 9").in_batch(4)
+    message = str(error)
+    assert message.startswith("[KAFKA_EOS.SINK.COMMIT_UNDETERMINED] transaction q-0")
+    assert "of decided batch 4 cannot be shown to have committed or aborted" in message
+    assert "Its records may be visible" in message
+    assert "never be visible" not in message
+    assert "kafka-eos verify" in message and "never the whole batch" in message
+    assert "--batch 4" in message
+    assert isinstance(error, DecidedTransactionError)
+    assert not isinstance(error, TransactionLostError)
 
 
 def test_in_batch_names_the_batch_and_every_failed_transaction() -> None:
     original = TransactionLostError("q-0", 4001, 7, "the transaction is now CompleteAbort")
     error = original.in_batch(12, ("q-0", "q-1", "q-5"))
     message = str(error)
-    assert "of decided batch 12 can no longer be committed" in message
+    assert "of decided batch 12 was aborted before its commit" in message
     assert "the transaction is now CompleteAbort" in message
-    assert "did not commit: q-0, q-1, q-5." in message
+    assert "not confirmed as committed: q-0, q-1, q-5." in message
     assert (error.transactional_id, error.producer_id, error.epoch) == ("q-0", 4001, 7)
     assert (error.batch_id, error.failed) == (12, ("q-0", "q-1", "q-5"))
     assert original.batch_id is None  # a new error; the committer's stays as it was
@@ -68,6 +88,7 @@ def test_errors_survive_pickling_with_their_fields() -> None:
     for error in (
         PreCommitLostError(7, "q-3", "detail"),
         TransactionLostError("q-0", 4001, 7, "gone").in_batch(12, ("q-0", "q-1")),
+        CommitUndeterminedError("q-0", 4001, 7, "moved on").in_batch(12),
     ):
         copy = pickle.loads(pickle.dumps(error))
         assert type(copy) is type(error)

@@ -37,17 +37,28 @@ def test_the_owner_is_the_start_of_the_sha256_of_the_query_id() -> None:
     assert len(owner_of(query_id)) == 8
 
 
-@pytest.mark.parametrize("attempt", [0, 1, 7, 8, 9])
-def test_an_attempt_tries_every_slot_of_its_task_once_its_own_first(attempt: int) -> None:
-    slots = OURS.slots(5, attempt)
-    assert slots[0] == OURS.transactional_id(5, attempt % SLOTS_PER_TASK)
+@pytest.mark.parametrize(("attempt", "task_attempt_id"), [(0, 0), (1, 0), (7, 3), (8, 40), (9, 5)])
+def test_an_attempt_tries_every_slot_of_its_task_once_its_own_first(
+    attempt: int, task_attempt_id: int
+) -> None:
+    slots = OURS.slots(5, attempt, task_attempt_id)
+    assert slots[0] == OURS.transactional_id(5, (attempt + task_attempt_id) % SLOTS_PER_TASK)
     assert sorted(slots) == sorted(OURS.transactional_id(5, s) for s in range(SLOTS_PER_TASK))
 
 
-def test_concurrent_attempts_of_a_task_start_on_different_ids() -> None:
-    """A speculative copy (attempt 1) must not take the original's id (attempt 0): its
-    init_transactions would abort the original's transaction, which may be decided."""
-    assert len({OURS.slots(0, attempt)[0] for attempt in range(SLOTS_PER_TASK)}) == SLOTS_PER_TASK
+def test_a_zombie_of_a_resubmitted_stage_starts_apart_from_the_new_attempt() -> None:
+    """After a FetchFailed, the old stage attempt's task and the new one's are both attempt 0:
+    their task attempt ids (unique per attempt) start them on different ids, so neither's
+    init_transactions can abort the other's transaction, which may be decided."""
+    zombie, new = OURS.slots(0, 0, 17), OURS.slots(0, 0, 42)
+    assert zombie[0] != new[0]
+
+
+def test_the_starting_slots_of_attempts_spread_over_every_slot() -> None:
+    """Two attempts meet at their first slot with a chance of one in SLOTS_PER_TASK."""
+    starts = [OURS.slots(0, attempt, tid)[0] for attempt in range(4) for tid in range(64)]
+    counts = {slot: starts.count(slot) for slot in set(starts)}
+    assert len(counts) == SLOTS_PER_TASK and len(set(counts.values())) == 1
 
 
 def test_the_query_owns_its_ids_only() -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import pickle
 import sys
@@ -61,11 +62,15 @@ from checkpoint.store import SnapshotStore
 from checkpoint.testing import ManualClock
 from checkpoint.two_phase_commit import TwoPhaseCommit
 from connectors.kafka.sink.committer import KafkaCommitter
-from connectors.kafka.sink.errors import PreCommitLostError, TransactionLostError
+from connectors.kafka.sink.errors import (
+    CommitUndeterminedError,
+    PreCommitLostError,
+    TransactionLostError,
+)
 from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.sink.options import SinkOptions, decision_location
 from connectors.kafka.sink.writer import ExactlyOnceWriter
-from connectors.kafka.transactions import TxnDescription, TxnState
+from connectors.kafka.txn_state import TxnDescription, TxnState
 from connectors.spark import sink as spark_sink
 
 TASKS = 3
@@ -112,7 +117,10 @@ class SparkOnModelKafka(RuleBasedStateMachine):
         self.driver_admin = ModelAdmin(self.kafka, self._driver_step)
         self.executor_admin = ModelAdmin(self.kafka, lambda where, effect: effect())
         self.killed = False  # the running task's worker is being killed
-        self.task: tuple[int, int, int] = (0, 0, 0)  # what TaskContext says in a task
+        # What TaskContext says in a task: batch, task partition, attempt number, and the task
+        # attempt id, unique per attempt in the application.
+        self.task: tuple[int, int, int, int] = (0, 0, 0, 0)
+        self.task_attempt_ids = itertools.count()
         self.batch = 0  # offsets/N: the batch being run
         self.commit_log: set[int] = set()  # commits/N
         self.messages: dict[int, Any] = {}  # finished tasks of batch N: commit messages
@@ -141,7 +149,9 @@ class SparkOnModelKafka(RuleBasedStateMachine):
                 ExactlyOnceWriter, "_new_producer", lambda w, e: machine.new_producer(w, e)
             ),
             mock.patch.object(ExactlyOnceWriter, "_admin_client", lambda w: machine.executor_admin),
-            mock.patch("connectors.kafka.sink.writer.time", SimpleNamespace(monotonic=self.clock)),
+            mock.patch(
+                "connectors.kafka.sink.writer.time", SimpleNamespace(monotonic=clock, time=clock)
+            ),
         ]
         for patch in patches:
             self._patches.enter_context(patch)
@@ -207,6 +217,11 @@ class SparkOnModelKafka(RuleBasedStateMachine):
             self.stopped_by_loss = True
             event("stopped: a decided transaction timed out")
             return
+        if isinstance(error, CommitUndeterminedError):
+            self.check_undetermined_is_hidden(error)
+            self.stopped_by_loss = True
+            event("stopped: a decided transaction's outcome is no longer shown")
+            return
         if isinstance(error, PreCommitLostError):
             self.check_refusal_is_the_clocks(error)
             event("refused to decide an expiring transaction")
@@ -228,6 +243,21 @@ class SparkOnModelKafka(RuleBasedStateMachine):
         lost = self.decided_keys() & self.kafka.aborted
         assert lost, "TransactionLostError, but no decided transaction was aborted"
         assert lost <= self.kafka.timed_out, f"decided, then aborted: {lost}"
+
+    def check_undetermined_is_hidden(self, error: CommitUndeterminedError) -> None:
+        """Undetermined only where the coordinator truly no longer shows the outcome: the
+        decided transaction ended (committed, or timed out) and its id moved on to a later
+        producer epoch. A decided transaction aborted by anything but its timeout is a bug."""
+        [decided] = {
+            c for s in self.ledger.decided.values() for c in s.committables
+            if c.key == (error.transactional_id, error.producer_id, error.epoch)
+        }  # fmt: skip
+        ended = decided.key in self.kafka.committed or decided.key in self.kafka.timed_out
+        now = self.kafka.describe(decided.transactional_id)
+        assert ended, f"{decided.key} undetermined, but it neither committed nor timed out"
+        assert now is not None and now.start_time_ms != decided.start_time_ms, (
+            f"{decided.key} undetermined, but its coordinator still shows it: {now}"
+        )
 
     def check_refusal_is_the_clocks(self, error: PreCommitLostError) -> None:
         """Only the clock may make the driver refuse a pre-commit: the transaction timed out,
@@ -254,7 +284,7 @@ class SparkOnModelKafka(RuleBasedStateMachine):
         """One task attempt on an executor, with the writer pickled to it as Spark does."""
         assert self.writer is not None
         writer = pickle.loads(pickle.dumps(self.writer))
-        self.task = (batch, task, attempt)
+        self.task = (batch, task, attempt, next(self.task_attempt_ids))
         values = [json.dumps([batch, task, s]) for s in range(rows(batch, task))]
 
         def batches() -> Iterator[pa.RecordBatch]:
@@ -565,8 +595,10 @@ SparkOnModelKafka.TestCase.settings = settings(
 TestShippedSinkProperties = SparkOnModelKafka.TestCase
 
 
-def _no_describe_before_init(writer: ExactlyOnceWriter) -> str:
-    return writer._candidates[0]
+def _no_describe_before_init(writer: ExactlyOnceWriter, topic: str) -> tuple[Any, str]:
+    tid = writer._candidates[0]
+    producer = writer._new_producer({"transactional.id": tid, "stats_cb": writer._stats})
+    return producer, tid
 
 
 _shipped_sweep = KafkaCommitter.abort_lingering
@@ -614,9 +646,9 @@ SEEDED_BUGS = {
     # zombie fences the transaction the driver verified or decided (issue 11, finding 1).
     "id reuse without fencing guard": [
         mock.patch.object(
-            TransactionalIdNaming, "slots", lambda n, p, a: [n.transactional_id(p, 0)]
+            TransactionalIdNaming, "slots", lambda n, p, a, t: [n.transactional_id(p, 0)]
         ),
-        mock.patch.object(ExactlyOnceWriter, "_free_transactional_id", _no_describe_before_init),
+        mock.patch.object(ExactlyOnceWriter, "_producer_on_a_free_id", _no_describe_before_init),
     ],
     # Deciding what nobody checked: an expired or fenced transaction is decided.
     "decide without verify": [mock.patch.object(KafkaCommitter, "verify", lambda c, n, cs: None)],
@@ -658,26 +690,40 @@ SEEDED_BUGS = {
 }
 
 
-# The seed of each search: of seeds 0-5, the one that finds the bug soonest (the widest margin
-# under the budget, and a short CI run). Explicit, because derandomize=True seeds from a digest
-# of the machine's source, so any edit of the class reshuffled every search (renaming a
-# constant once lost both oracle bugs). Each of seeds 0-5 finds each bug within the budget,
-# except for the two oracle bugs: 2 seeds of 6. Changed rules draw other schedules from the
-# same seed: search again then. The schedules also moved when the sink came to import the Avro
-# codec (no rule changed): seed 2 stopped finding the abort of a decided batch, which seeds 1
-# and 3-7 find.
+# The seed of each search: of seeds 0-7, the one that finds the bug soonest (the widest margin
+# under the budget, and a short CI run), searched with the local constants removed
+# (_no_local_constants), so a seed no longer depends on which modules are imported. Explicit,
+# because derandomize=True seeds from a digest of the machine's source, so any edit of the
+# class reshuffled every search. Each of seeds 0-7 finds each bug within the budget, except:
+# the oracle that never recognises a commit, 2 seeds of 8 (4, 7); the abort of a decided
+# batch, 6 of 8. Changed rules draw other schedules from the same seed: search again then.
 SEEDS = {
     "a new process trusts a rename that is not durable": 5,
     "abort of a decided batch": 1,
-    "commit oracle blind to a V1 commit at a V2 coordinator": 3,
-    "commit oracle that never recognises a commit": 3,
+    "commit oracle blind to a V1 commit at a V2 coordinator": 5,
+    "commit oracle that never recognises a commit": 4,
     "decide without verify": 0,
     "id reuse without fencing guard": 5,
-    "no directory fsync after the rename": 4,
-    "no recovery before the tasks": 0,
+    "no directory fsync after the rename": 3,
+    "no recovery before the tasks": 5,
     "rename without fsync of the temporary's data": 4,
     "sweep aborts the batch's own transactions": 1,
 }
+
+
+@contextlib.contextmanager
+def _no_local_constants() -> Iterator[None]:
+    """Hypothesis (pinned in pyproject.toml) sometimes draws numbers and strings found in the
+    project's imported modules ("local constants"): a fixed seed then gave other schedules
+    whenever another module was imported, or tests were collected together. Without them a
+    seed's schedules depend on the seed, the machine and the pinned Hypothesis only."""
+    from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import Constants
+
+    providers.CONSTANTS_CACHE.cache.clear()
+    with mock.patch.object(providers, "_get_local_constants", Constants):
+        yield
+    providers.CONSTANTS_CACHE.cache.clear()
 
 
 @pytest.mark.parametrize("bug", sorted(SEEDED_BUGS))
@@ -688,6 +734,7 @@ def test_a_seeded_bug_in_the_shipped_sink_is_found(bug: str) -> None:
         return SparkOnModelKafka()
 
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_no_local_constants())
         for patch in SEEDED_BUGS[bug]:
             stack.enter_context(patch)
         with pytest.raises(AssertionError):
@@ -708,20 +755,23 @@ def test_a_seeded_bug_in_the_shipped_sink_is_found(bug: str) -> None:
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="known false alarm (docs/sink.md, 'A late attempt after the commit'): the "
-    "coordinator cannot tell a re-initialized id's committed transaction from an aborted one",
+    reason="known stop (docs/sink.md, 'A late attempt after the commit'): the coordinator no "
+    "longer shows whether a re-initialized id's transaction committed, so the sink stops with "
+    "CommitUndeterminedError (never calls it lost); telling needs the partitions' offsets",
 )
 @pytest.mark.parametrize("v2", [False, True], ids=["V1", "V2"])
 def test_a_zombie_that_takes_a_committed_id_before_the_confirmation_is_no_loss(v2: bool) -> None:
-    """A zombie of batch 0 from before a stage resubmission (attempt 0, the slot of the new
-    attempt 0) opens its transaction after the driver's EndTxn(commit) of that id and before
-    the confirmation; the driver dies there. The restart's re-driven commit is fenced and the
-    describe shows the id initialized again: the batch's records are visible, yet the sink
-    reports them lost. Found by a red-team review; the machine finds it only when directed."""
+    """A zombie of batch 0 from before a stage resubmission (attempt 0, starting at the slot
+    of the new attempt 0: their task attempt ids meet there one time in eight) opens its
+    transaction after the driver's EndTxn(commit) of that id and before the confirmation; the
+    driver dies there. The restart's re-driven commit is fenced and the describe shows the id
+    initialized again: the batch's records are visible, and the sink stops with the outcome
+    undetermined. Found by a red-team review; the machine finds it only when directed."""
     machine = SparkOnModelKafka()
     quiet = mock.patch.object(sys.modules[__name__], "event", lambda *_: None)  # no hypothesis
     try:
         quiet.start()
+        machine.task_attempt_ids = itertools.repeat(0)  # every attempt starts at its number
         machine.setup(v2=v2)
         machine.run_task(1, "zombie")
         machine.stage_resubmitted()
@@ -739,7 +789,7 @@ def test_a_zombie_that_takes_a_committed_id_before_the_confirmation_is_no_loss(v
         machine.commit_batch(None)
         machine.faults.step = shipped_step  # type: ignore[method-assign]
         assert machine.expected(0) <= Counter(machine.kafka.visible)  # committed
-        machine.start_query()  # the machine asserts that a reported loss is a real one
+        machine.start_query()  # the machine checks that an undetermined outcome is hidden
         assert not machine.stopped_by_loss
     finally:
         quiet.stop()

@@ -2,10 +2,13 @@
 
 It implements :class:`checkpoint.participant.Committer`, so the checkpoint coordinator drives
 it: commit on notify-complete (after the decision is durable), abort on the abort
-notification, and abort of lingering transactions on recovery. Failures are sorted as Flink's
-``KafkaCommitter`` sorts them: retriable (retried until the deadline), ended-or-fenced
-(resolved by describing the transaction: already committed is success, anything else is a
-loss and fails loudly), unknown (raised).
+notification, and abort of lingering transactions on recovery. Every abort is a fence
+(:mod:`connectors.kafka.fence`): the producer of an aborted transaction, if it still lives,
+can neither write on nor begin another transaction at its epoch. Commit failures are sorted
+as Flink's ``KafkaCommitter`` sorts them: retriable (retried until the deadline),
+ended-or-fenced (resolved by describing the transaction, :mod:`connectors.kafka.sink.outcome`:
+committed is success, aborted is a loss, anything the coordinator no longer shows is
+undetermined; both fail loudly), unknown (raised).
 """
 
 from __future__ import annotations
@@ -20,18 +23,19 @@ from checkpoint.deadline import Deadline
 from checkpoint.errors import DeadlineExceeded
 from checkpoint.model import CheckpointId, Committable
 from connectors.kafka.end_txn import EndTxnResult, EndTxnTarget
+from connectors.kafka.fence import FenceResult
 from connectors.kafka.sink.errors import (
+    CommitUndeterminedError,
     PreCommitLostError,
     PrefixConflictError,
     TransactionLostError,
 )
 from connectors.kafka.sink.lifetime import commit_margin_ms, remaining_ms
 from connectors.kafka.sink.naming import NO_OWNER, TransactionalIdNaming
+from connectors.kafka.sink.outcome import Outcome, outcome
 from connectors.kafka.sink.owners import Entry, OwnerRegistry, Unknown
 from connectors.kafka.transactions import (
-    ENDED_OR_FENCED_ERRORS,
     TransactionAdmin,
-    TxnState,
     open_transactions,
 )
 
@@ -81,11 +85,13 @@ class KafkaCommitter:
 
     def verify(self, checkpoint_id: CheckpointId, committables: Sequence[Committable]) -> None:
         """Just before the decision: every transaction must still be the open one its task
-        left, with at least the commit margin of its timeout left.
+        left, with every partition the task wrote to, and at least the commit margin of its
+        timeout left.
 
         A transaction the broker already aborted (timeout), or will abort before the driver
         can commit it, must stop the batch *before* it is decided: deciding it would turn a
-        harmless replay into data loss.
+        harmless replay into data loss. So must one that was ended and begun again at the
+        same epoch (transactions V1), whose records from before are gone.
         """
         described = self.admin.describe(c.transactional_id for c in committables)
         now_ms = int(self._wall_clock() * 1000)
@@ -93,17 +99,21 @@ class KafkaCommitter:
             now = described[c.transactional_id]
             if now is None:
                 raise PreCommitLostError(checkpoint_id, c.transactional_id, "the id is unknown")
-            if (now.state, now.producer_id, now.epoch) != (
-                TxnState.ONGOING,
-                c.producer_id,
-                c.epoch,
-            ):
+            if not now.holds(c.producer_id, c.epoch, c.start_time_ms):
                 raise PreCommitLostError(
                     checkpoint_id,
                     c.transactional_id,
                     f"expected Ongoing with producer id {c.producer_id} and epoch {c.epoch}, "
-                    f"found {now.state.value} with producer id {now.producer_id} and epoch "
-                    f"{now.epoch}",
+                    f"begun at {c.start_time_ms}, found {now.state.value} with producer id "
+                    f"{now.producer_id} and epoch {now.epoch}, begun at {now.start_time_ms}",
+                )
+            missing = sorted(set(c.partitions) - set(now.partitions))
+            if missing:
+                raise PreCommitLostError(
+                    checkpoint_id,
+                    c.transactional_id,
+                    f"its coordinator no longer lists partitions {missing} in it: it was ended "
+                    "and begun again at the same epoch, and their records are gone",
                 )
             left_ms = remaining_ms(now.start_time_ms, now.timeout_ms, now_ms)
             margin_ms = commit_margin_ms(now.timeout_ms, int(self._timeout_s * 1000))
@@ -128,9 +138,11 @@ class KafkaCommitter:
         (:meth:`TransactionAdmin.end_transactions`: grouped by coordinator, an unreachable one
         retried last, never holding back the others).
 
-        A refused EndTxn is described before anything is concluded: already committed is
-        success (a re-driven commit after a crash), still open is an error that the next
-        restart retries, anything else is :class:`TransactionLostError`.
+        A refused EndTxn is described before anything is concluded
+        (:func:`~connectors.kafka.sink.outcome.outcome`): already committed is success (a
+        re-driven commit after a crash), still open is an error that the next restart
+        retries, aborted is :class:`TransactionLostError`, anything else
+        :class:`CommitUndeterminedError`.
         """
         written = [c for c in committables if not c.wrote_nothing]
         if not written:
@@ -143,16 +155,16 @@ class KafkaCommitter:
         )
         failures: list[tuple[str, Exception]] = []
         for c in written:
-            outcome = outcomes[c.transactional_id]
+            ended = outcomes[c.transactional_id]
             try:
-                if outcome.result is EndTxnResult.TIMED_OUT:
+                if ended.result is EndTxnResult.TIMED_OUT:
                     raise DeadlineExceeded(
-                        f"{outcome}. commitTimeoutMs = {int(self._timeout_s * 1000)}: raise it, or "
+                        f"{ended}. commitTimeoutMs = {int(self._timeout_s * 1000)}: raise it, or "
                         "check the brokers; the decision stands and the next restart commits it"
                     )
-                if outcome.result is EndTxnResult.REFUSED:
-                    assert outcome.error is not None
-                    self._check_committed(c, outcome.error)
+                if ended.result is EndTxnResult.REFUSED:
+                    assert ended.error is not None
+                    self._check_committed(c, ended.error)
             except Exception as exc:
                 failures.append((c.transactional_id, exc))
         return failures
@@ -161,54 +173,44 @@ class KafkaCommitter:
         """EndTxn answered ``error``: success only if the transaction is committed already."""
         tid = committable.transactional_id
         now = self.admin.describe([tid])[tid]
-        if now is not None and now.is_commit_of(
-            committable.producer_id,
-            committable.epoch,
-            bump_possible=self.admin.epoch_bumps_on_end_at(now.coordinator_id),
-        ):
+        bump_possible = now is not None and self.admin.epoch_bumps_on_end_at(now.coordinator_id)
+        standing = outcome(committable, now, bump_possible=bump_possible)
+        if standing is Outcome.COMMITTED:
             return  # committed before (a re-driven commit after a crash): idempotent
-        seen = (
-            "unknown to its coordinator"
-            if now is None
-            else (f"now {now.state.value} with producer id {now.producer_id}, epoch {now.epoch}")
-        )
-        if (
-            now is not None
-            and now.state == TxnState.ONGOING
-            and (now.producer_id, now.epoch) == (committable.producer_id, committable.epoch)
-        ):
+        if standing is Outcome.COMMITTABLE:
             # Still open and ours (an authorization error, an unsupported version, a broker
             # bug): not lost yet, and recovery can commit it once the cause is fixed.
             raise error(
                 f"EndTxn(commit) of {tid} answered {error.__name__}; the transaction is still "
                 "open and is committed again at the next restart"
             )
-        # Initialized again since (by a late task attempt, a zombie of a resubmitted stage),
-        # which may have come after this transaction's commit.
-        reinitialized = (
-            now is not None
-            and now.producer_id == committable.producer_id
-            and now.epoch > committable.epoch
-            and now.state in (TxnState.EMPTY, TxnState.ONGOING)
+        seen = (
+            "unknown to its coordinator"
+            if now is None
+            else (
+                f"now {now.state.value} with producer id {now.producer_id}, epoch {now.epoch}, "
+                f"begun at {now.start_time_ms} (this one began at {committable.start_time_ms})"
+            )
         )
-        raise TransactionLostError(
+        lost = TransactionLostError if standing is Outcome.LOST else CommitUndeterminedError
+        raise lost(
             tid,
             committable.producer_id,
             committable.epoch,
-            f"EndTxn(commit) answered {error.__name__}; the transaction is {seen}",
-            undetermined=reinitialized,
+            f"EndTxn(commit) answered {error.__name__}; the id is {seen}",
         )
 
     def abort(self, committable: Committable) -> None:
-        """Abort a pre-committed transaction; one that already ended is left as it is."""
+        """Fence a pre-committed transaction's producer, which aborts the transaction; one
+        that already ended is fenced all the same, so that its producer cannot go on."""
         if committable.wrote_nothing:
             return
-        self._abort_all(
+        self._fence_all(
             [EndTxnTarget(committable.transactional_id, committable.producer_id, committable.epoch)]
         )
 
     def abort_lingering(self, keep: Sequence[Committable]) -> None:
-        """Abort every open transaction of this query that ``keep`` does not name; then
+        """Fence every open transaction of this query that ``keep`` does not name; then
         refuse to go on if another query writes with the same prefix.
 
         Lingering transactions were left by attempts that died or lost (zombies), or by a
@@ -233,7 +235,7 @@ class KafkaCommitter:
                     now.transactional_id, now.producer_id, now.epoch,
                 )  # fmt: skip
                 lingering.append(EndTxnTarget(now.transactional_id, now.producer_id, now.epoch))
-        self._abort_all(lingering)
+        self._fence_all(lingering)
         if foreign:
             now_ms = int(self._wall_clock() * 1000)
             owners = [o for o in foreign if o != NO_OWNER]
@@ -266,16 +268,15 @@ class KafkaCommitter:
             wall_clock=self._wall_clock,
         )
 
-    def _abort_all(self, targets: Sequence[EndTxnTarget]) -> None:
-        """EndTxn(abort) of every target at once; one that already ended (or was fenced by a
-        newer epoch) is left as it is."""
+    def _fence_all(self, targets: Sequence[EndTxnTarget]) -> None:
+        """Fence every target at once (:meth:`TransactionAdmin.fence_transactions`): each one's
+        transaction is aborted, and its producer can write no more."""
         if not targets:
             return
-        outcomes = self.admin.end_transactions(
-            targets, commit=False, deadline=Deadline(self._timeout_s)
-        ).values()
-        for outcome in outcomes:
-            if outcome.result is EndTxnResult.TIMED_OUT:
-                raise DeadlineExceeded(str(outcome))
-            if outcome.error is not None and not issubclass(outcome.error, ENDED_OR_FENCED_ERRORS):
-                raise outcome.error(str(outcome))
+        outcomes = self.admin.fence_transactions(targets, deadline=Deadline(self._timeout_s))
+        for fence in outcomes.values():
+            if fence.result is FenceResult.TIMED_OUT:
+                raise DeadlineExceeded(str(fence))
+            if fence.result is FenceResult.REFUSED:
+                assert fence.error is not None
+                raise fence.error(str(fence))

@@ -35,11 +35,15 @@ class PreCommitLostError(KafkaEosError):
         )
 
 
-class TransactionLostError(KafkaEosError):
-    """A decided batch has a transaction that can no longer be committed: its records are lost
-    to read_committed readers. This must never pass silently."""
+class DecidedTransactionError(KafkaEosError):
+    """A transaction of a decided batch cannot be confirmed as committed: the batch stays
+    unconfirmed, and every restart of the query stops on it again. Never passes silently.
+    Raised as one of its two kinds, which call for different ways forward."""
 
-    code = "KAFKA_EOS.SINK.TRANSACTION_LOST"
+    code = "KAFKA_EOS.SINK.DECIDED_UNCONFIRMED"
+    headline = ""  # what is wrong with the transaction
+    fate = ""  # what became of its records
+    way_forward = ""  # the operator's next steps after `kafka-eos txn resolve`
 
     def __init__(
         self,
@@ -49,62 +53,79 @@ class TransactionLostError(KafkaEosError):
         detail: str,
         batch_id: int | None = None,
         failed: tuple[str, ...] = (),
-        *,
-        undetermined: bool = False,
     ) -> None:
-        """``undetermined``: the id was initialized again since, so the coordinator no longer
-        shows whether this transaction committed first (a late task attempt after it)."""
         self.transactional_id = transactional_id
         self.producer_id = producer_id
         self.epoch = epoch
         self.detail = detail
         self.batch_id = batch_id
         self.failed = failed or (transactional_id,)
-        self.undetermined = undetermined
-        fate = (
-            "The id was initialized again since, so the coordinator cannot tell whether this "
-            "transaction committed first (it did if a late attempt of its task took the id after "
-            "the commit): check the output for its records (`kafka-eos verify`) before you "
-            "accept a loss. If they are missing, they will never be visible to read_committed "
-            "readers"
-            if undetermined
-            else "Its records will never be visible to read_committed readers"
-        )
         batch = "a decided batch" if batch_id is None else f"decided batch {batch_id}"
         others = (
-            f" Transactions of the batch that did not commit: {', '.join(self.failed)}."
+            f" Transactions of the batch not confirmed as committed: {', '.join(self.failed)}."
             if len(self.failed) > 1
             else ""
         )
-        resolve = (
-            "kafka-eos txn resolve --checkpoint-location <checkpointLocation> "
-            f"--bootstrap-servers <brokers>{'' if batch_id is None else f' --batch {batch_id}'}"
-        )
         super().__init__(
             f"transaction {transactional_id} (producer id {producer_id}, epoch {epoch}) of "
-            f"{batch} can no longer be committed: {detail}.{others} {fate}, while the rest of "
-            "the batch is, and every restart of the query stops here again. Way forward: stop "
-            f"the query; `{resolve}` shows which transactions of the batch are lost; the same "
-            'command with `--accept-loss --reason "..."` records the loss of exactly those in '
-            "the batch's confirmation; then restart the query. To recover the lost records, "
-            "their input must be re-processed outside this query, against what the output "
-            "already holds. "
-            "Do not reset the query's checkpoint: replaying the batch would duplicate its "
-            f"transactions that did commit. {_TIMEOUT_FIX}"
+            f"{batch} {self.headline}: {detail}.{others} {self.fate} Every restart of the "
+            f"query stops here again. Way forward: stop the query; "
+            f"`{_resolve_command(batch_id)}` shows where each transaction of the batch "
+            f"stands. {self.way_forward} Do not reset the query's checkpoint: replaying the "
+            f"batch would duplicate its transactions that did commit. {_TIMEOUT_FIX}"
         )
 
-    def in_batch(self, batch_id: int, failed: tuple[str, ...] = ()) -> TransactionLostError:
+    def in_batch(self, batch_id: int, failed: tuple[str, ...] = ()) -> DecidedTransactionError:
         """The same error, naming the batch and every transaction of it that did not commit
         (the committer itself knows neither)."""
-        return TransactionLostError(
-            self.transactional_id,
-            self.producer_id,
-            self.epoch,
-            self.detail,
-            batch_id,
-            failed,
-            undetermined=self.undetermined,
+        return type(self)(
+            self.transactional_id, self.producer_id, self.epoch, self.detail, batch_id, failed
         )
+
+
+class TransactionLostError(DecidedTransactionError):
+    """A decided batch has a transaction that the broker aborted before its commit: its
+    records are lost to read_committed readers. Raised only on evidence of that abort."""
+
+    code = "KAFKA_EOS.SINK.TRANSACTION_LOST"
+    headline = "was aborted before its commit"
+    fate = (
+        "Its records will never be visible to read_committed readers, while the rest of the "
+        "batch is."
+    )
+    way_forward = (
+        'The same command with `--accept-loss --reason "..."` records the loss of exactly the '
+        "lost ones in the batch's confirmation; then restart the query. To recover the lost "
+        "records, re-process their input outside this query, judged from what the output "
+        "holds (`kafka-eos verify`)."
+    )
+
+
+class CommitUndeterminedError(DecidedTransactionError):
+    """The coordinator no longer shows what became of a decided transaction: the id moved on
+    (a later transaction, a fence, a new producer id) or was forgotten. It may well have
+    committed; taking it for lost and re-processing its input would duplicate it."""
+
+    code = "KAFKA_EOS.SINK.COMMIT_UNDETERMINED"
+    headline = "cannot be shown to have committed or aborted"
+    fate = (
+        "Its records may be visible: the coordinator no longer shows that transaction (a late "
+        "attempt of its task may have taken the id after the commit, or the id expired)."
+    )
+    way_forward = (
+        "Check the output for the batch's results (`kafka-eos verify --input <topic> "
+        '--output <topic>`). Then the same command with `--accept-loss --reason "..."` '
+        "confirms the batch with these transactions on record as undetermined, and the query "
+        "goes on. Re-process only input whose results `kafka-eos verify` shows missing, never "
+        "the whole batch."
+    )
+
+
+def _resolve_command(batch_id: int | None) -> str:
+    return (
+        "kafka-eos txn resolve --checkpoint-location <checkpointLocation> "
+        f"--bootstrap-servers <brokers>{'' if batch_id is None else f' --batch {batch_id}'}"
+    )
 
 
 class PrefixConflictError(KafkaEosError):

@@ -9,10 +9,10 @@
 - **slot**: one of :data:`SLOTS_PER_TASK` ids per task partition. Attempts of one task
   (a retry, a speculative copy, a zombie of a resubmitted stage) must never share an id: the
   later one's ``init_transactions`` would abort the earlier one's transaction, which the driver
-  may already have verified or decided (a silent loss). An attempt starts at the slot of its
-  attempt number and takes the first slot whose id holds no open transaction
+  may already have verified or decided (a silent loss). An attempt takes the first slot whose
+  id holds no open transaction, starting from a slot of its own
   (:meth:`TransactionalIdNaming.slots`). Zombies are never fenced by a retry: the driver
-  aborts every open transaction of the owner that its decision does not name.
+  fences every open transaction of the owner that its decision does not name.
 
 - **prefix**: the ``transactionalIdPrefix`` option, or, without it,
   :func:`derived_prefix` of the checkpoint location: ``kafka-eos-<name>-<hash>``, stable
@@ -112,10 +112,16 @@ class TransactionalIdNaming:
             raise ValueError(f"slot must be in [0, {SLOTS_PER_TASK}), got {slot}")
         return f"{self.prefix}-{self.owner}-{task_partition}-{slot}"
 
-    def slots(self, task_partition: int, attempt_number: int) -> list[str]:
-        """Every id of the task, in the order an attempt tries them: its own slot first, so
-        that concurrent attempts of one task start apart."""
-        first = attempt_number % SLOTS_PER_TASK
+    def slots(self, task_partition: int, attempt_number: int, task_attempt_id: int) -> list[str]:
+        """Every id of the task, in the order an attempt tries them, from a slot of its own so
+        that concurrent attempts of one task start apart: the attempt number plus Spark's task
+        attempt id, which is unique per attempt. The attempt number alone would start a zombie
+        of a resubmitted stage and the new stage attempt's first attempt at the same slot (both
+        are attempt 0); Spark's stage attempt number would tell them apart, but PySpark's
+        TaskContext does not expose it. Two attempts of a task start at the same slot with a
+        chance of one in :data:`SLOTS_PER_TASK`; even then, they only meet if both describe
+        the slot before either's ``init_transactions`` lands."""
+        first = (attempt_number + task_attempt_id) % SLOTS_PER_TASK
         return [
             self.transactional_id(task_partition, (first + step) % SLOTS_PER_TASK)
             for step in range(SLOTS_PER_TASK)

@@ -3,22 +3,30 @@
 Runs in a Spark task on an executor. One Kafka transaction per task attempt per checkpoint
 (micro-batch), on one of the task's transactional ids (:mod:`connectors.kafka.sink.naming`):
 
-1. take the first of the task's ids that holds no open transaction: an open one belongs to
+1. take the first of the task's ids that is free: unknown, Empty, or its last transaction
+   ended (committed, or aborted by its own producer or a fence). An open one belongs to
    another attempt of this task (a speculative copy, a zombie), whose transaction the driver
-   may already have verified or decided, and ``init_transactions`` on its id would abort it;
+   may already have verified or decided, and ``init_transactions`` on its id would abort it.
+   The producer is built and connected first, and the id described right before its
+   ``init_transactions``, so that the window in which another attempt can take the same id
+   is a describe and two requests long;
 2. ``init_transactions``, begin, then produce every record of the task's input; a task that
    holds its transaction so long that the driver could not commit it in time fails at once
    (:class:`TransactionTooLong`) instead of leaving the broker to abort it later;
 3. on the barrier (the end of the input) ``pre_commit``: flush, then describe the transaction
-   to learn its producer id and epoch, and return them as the committable. No commit here:
-   the driver commits once the whole batch succeeded.
+   to learn its producer id, epoch and start time, and return them as the committable. No
+   commit here: the driver commits once the whole batch succeeded.
 
 Step 1 is a describe, then an init: another attempt may take the same id in between. The
 describe at step 3 alone cannot tell whose transaction it sees then: the id's open transaction
 may be the other attempt's, half-written, and naming it in this attempt's committable would
-let the driver commit it while this attempt's records are aborted: a silent loss. So the
-described producer id and epoch must be this producer's own, which librdkafka reports in its
-statistics (``eos.producer_id``/``producer_epoch``).
+let the driver commit it while this attempt's records are aborted: a silent loss. Nor can it
+tell this producer's transaction from a later one at the same epoch: under transactions V1 a
+transaction ended by anyone but a fence lets its producer begin another at the same epoch,
+and the records written before are gone. So the described transaction must be this
+producer's own (its id and epoch, which librdkafka reports in its statistics), must hold every
+partition this producer wrote to (the statistics again), and must have begun no later than
+this producer's first record was acknowledged.
 
 The producer is never closed: confluent-kafka's ``close()`` aborts the open transaction, which
 would drop the pre-committed batch. Dropping the object, or the worker exiting, leaves the
@@ -51,16 +59,23 @@ from connectors.kafka.sink.records import (
     produce_batches,
     records_of,
 )
-from connectors.kafka.transactions import TransactionAdmin, TxnState
+from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_state import TxnState
 
 _log = logging.getLogger(__name__)
 _QUEUE_FULL_POLL_S = 0.1
 _FENCED = frozenset(
     {KafkaError._FENCED, KafkaError.INVALID_PRODUCER_EPOCH, KafkaError.PRODUCER_FENCED}
 )
-# How often librdkafka reports the producer's id and epoch; a pre-commit waits at most this
-# long for the first report of a task that ran for less.
-_IDENTITY_INTERVAL_MS = 20
+# How often librdkafka reports the producer's id, epoch and partitions; a pre-commit waits for
+# one report made after its flush began, at most this long after the flush.
+_STATS_INTERVAL_MS = 20
+# How far the coordinator's clock (a transaction's start time) may be ahead of the executor's
+# (when the first record was acknowledged) before a transaction counts as begun too late.
+CLOCK_SKEW_TOLERANCE_MS = 5_000
+# Where the coordinator's describe says an id is free to take: nothing open on it, and any
+# transaction it held ended by its own producer or by a fence (every abort of the sink is one).
+_FREE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 
 
 class DeliveryFailed(KafkaEosError):
@@ -157,22 +172,26 @@ class _BaseWriter:
     def _produce_all(self, batches: Iterable[pa.RecordBatch]) -> None:
         """Each Arrow batch in one ``produce_batch`` call per topic and partition; record by
         record only when it carries headers. Delivery errors are served once per batch, not
-        per record."""
+        per record. The producer is opened for the first record, with its topic."""
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            if self._producer is None:
-                self._producer = self._open()
             if carries_headers(batch):
                 for record in records_of(batch, self._topic):
-                    self._produce(self._producer, record)
+                    self._produce(self._producer_for(record.topic), record)
             else:
                 for call in produce_batches(batch, self._topic):
-                    self._produce_batch(self._producer, call)
-            self._poll(self._producer, 0)
+                    self._produce_batch(self._producer_for(call.topic), call)
+            if self._producer is not None:
+                self._poll(self._producer, 0)
             self._raise_delivery_error()
 
-    def _open(self) -> Producer:
+    def _producer_for(self, topic: str) -> Producer:
+        if self._producer is None:
+            self._producer = self._open(topic)
+        return self._producer
+
+    def _open(self, topic: str) -> Producer:
         raise NotImplementedError
 
     def write_and_flush(self, batches: Iterable[pa.RecordBatch]) -> int:
@@ -295,18 +314,40 @@ class _BaseWriter:
         raise DeliveryFailed(f"a record could not be delivered: {error.str()} ({error.name()})")
 
 
-class _ProducerIdentity:
-    """The producer id and epoch this producer holds, from librdkafka's statistics."""
+class _ProducerStats:
+    """What librdkafka's statistics say of this producer: the producer id and epoch it holds,
+    whether a broker connection is up, the partitions it wrote to, and when a record was
+    first acknowledged (this process's clock)."""
 
     def __init__(self) -> None:
+        self.reports = 0
         self.producer_id_and_epoch: tuple[int, int] | None = None
+        self.connected = False
+        self.partitions: frozenset[tuple[str, int]] = frozenset()
+        self.first_acked_ms: int | None = None
 
     def __call__(self, stats_json: str) -> None:
-        if self.producer_id_and_epoch is not None:
-            return  # fixed from init_transactions until this producer ends its transaction
-        eos = json.loads(stats_json).get("eos") or {}
-        if eos.get("idemp_state") == "Assigned" and eos.get("producer_id", -1) >= 0:
+        stats = json.loads(stats_json)
+        self.reports += 1
+        eos = stats.get("eos") or {}
+        if (
+            self.producer_id_and_epoch is None
+            and eos.get("idemp_state") == "Assigned"
+            and eos.get("producer_id", -1) >= 0
+        ):
+            # Fixed from init_transactions until this producer ends its transaction.
             self.producer_id_and_epoch = (eos["producer_id"], eos["producer_epoch"])
+        brokers = (stats.get("brokers") or {}).values()
+        self.connected = self.connected or any(b.get("state") == "UP" for b in brokers)
+        written, acked = set(self.partitions), False
+        for topic, per_topic in (stats.get("topics") or {}).items():
+            for partition in (per_topic.get("partitions") or {}).values():
+                if partition.get("partition", -1) >= 0 and partition.get("msgs", 0) > 0:
+                    written.add((topic, partition["partition"]))
+                    acked = acked or partition.get("acked_msgid", 0) > 0
+        self.partitions = frozenset(written)
+        if acked and self.first_acked_ms is None:
+            self.first_acked_ms = int(time.time() * 1000)
 
 
 # This Python worker's transaction admins, kept from one task to the next (a failed task's
@@ -333,7 +374,7 @@ class ExactlyOnceWriter(_BaseWriter):
             raise ValueError("a writer needs at least one transactional id to choose from")
         self._candidates = tuple(transactional_ids)
         self.transactional_id = self._candidates[0]  # the one taken, once the task has input
-        self._identity = _ProducerIdentity()
+        self._stats = _ProducerStats()
         self._admin: TransactionAdmin | None = None
         self._clients = contextlib.ExitStack()
         timeout_ms = transaction_timeout_ms(self._config)
@@ -341,32 +382,39 @@ class ExactlyOnceWriter(_BaseWriter):
         self._timeout_ms = timeout_ms
         self._begun_at: float | None = None
 
-    def _open(self) -> Producer:
-        self.transactional_id = self._free_transactional_id()
-        producer = self._new_producer(
-            {
-                "transactional.id": self.transactional_id,
-                "statistics.interval.ms": _IDENTITY_INTERVAL_MS,
-                "stats_cb": self._identity,
-            }
-        )
-        # The id holds no open transaction (step 1), so this fences nothing that another
-        # attempt still needs; a dead attempt's committed or aborted transaction is history.
+    def _open(self, topic: str) -> Producer:
+        producer, self.transactional_id = self._producer_on_a_free_id(topic)
+        # The id was free a moment ago (step 1), so this fences nothing that another attempt
+        # still needs; a dead attempt's ended transaction is history.
         producer.init_transactions(self._timeout_s)
         producer.begin_transaction()
         self._begun_at = time.monotonic()
         return producer
 
-    def _free_transactional_id(self) -> str:
-        """Step 1: the first candidate whose id holds no Ongoing transaction. One describe
-        in the usual case: an attempt's own slot is free unless another attempt holds it."""
+    def _producer_on_a_free_id(self, topic: str) -> tuple[Producer, str]:
+        """Step 1: a connected producer on the first candidate id that is free. One producer
+        and one describe in the usual case: an attempt's own slot is free unless another
+        attempt holds it. A producer left behind never called ``init_transactions``, so
+        dropping it fences nothing."""
         admin = self._admin_client()
         held = []
         for tid in self._candidates:
+            stats = _ProducerStats()
+            producer = self._new_producer(
+                {
+                    "transactional.id": tid,
+                    "statistics.interval.ms": _STATS_INTERVAL_MS,
+                    "stats_cb": stats,
+                }
+            )
+            self._connect(producer, topic)
             now = admin.describe([tid])[tid]
-            if now is None or now.state != TxnState.ONGOING:
-                return tid
-            held.append(f"{tid} (producer id {now.producer_id}, epoch {now.epoch})")
+            if now is None or now.state in _FREE:
+                self._stats = stats
+                return producer, tid
+            held.append(
+                f"{tid} ({now.state.value}, producer id {now.producer_id}, epoch {now.epoch})"
+            )
         raise DeliveryFailed(
             f"every transactional id of this task holds an open transaction: {', '.join(held)}. "
             "Each belongs to another attempt of the task, still running or dead before the "
@@ -375,6 +423,19 @@ class ExactlyOnceWriter(_BaseWriter):
             "`kafka-eos txn list` shows them. Retry the task, or check why so many attempts of "
             "it ran at once"
         )
+
+    def _connect(self, producer: Producer, topic: str) -> None:
+        """Wait until the producer has a broker connection (it asks for ``topic``'s metadata),
+        so that its ``init_transactions`` follows the describe of its id at once, without the
+        connection's set-up (TLS, SASL) in between."""
+        try:
+            producer.list_topics(topic, timeout=self._timeout_s)
+        except KafkaException as exc:
+            raise DeliveryFailed(
+                f"the producer for {self._candidates[0]} reached no broker within "
+                f"{self._timeout_s} s ({exc.args[0].str()}); check kafka.bootstrap.servers and "
+                "the security options, or raise the sink option flushTimeoutMs"
+            ) from exc
 
     def _admin_client(self) -> TransactionAdmin:
         """The worker's pooled admin for this configuration, lent for the task: a new one
@@ -429,10 +490,11 @@ class ExactlyOnceWriter(_BaseWriter):
                 # No input: no transaction was opened, nothing to commit.
                 return Committable.nothing_written(self.transactional_id)
             crash_point(CrashPoint.TASK_BEFORE_PRE_COMMIT, checkpoint_id=checkpoint_id)
+            reports = self._stats.reports
             self._flush()
             self._check_age()
-            own = self._own_producer_id_and_epoch()
-            return self._describe_own_transaction(own)
+            self._await_report_after(reports)
+            return self._describe_own_transaction()
         except BaseException:
             # Aborting here cannot drop anything decided: the batch has no decision before
             # every task returned its committable. Best effort: if it fails, the driver's
@@ -446,23 +508,28 @@ class ExactlyOnceWriter(_BaseWriter):
             self._producer = None
             self._admin = None
 
-    def _own_producer_id_and_epoch(self) -> tuple[int, int]:
-        """This producer's id and epoch, waiting for librdkafka's first report if need be."""
+    def _await_report_after(self, reports: int) -> None:
+        """Wait for a statistics report made after ``reports`` (counted before the flush):
+        every record was queued by then, so it names every partition this producer wrote to,
+        and it has the producer id and epoch."""
         assert self._producer is not None
         deadline = Deadline(self._timeout_s)
-        while self._identity.producer_id_and_epoch is None:
+        while self._stats.reports <= reports or self._stats.producer_id_and_epoch is None:
             if deadline.expired():
                 raise DeliveryFailed(
-                    f"transaction {self.transactional_id}: librdkafka reported no producer id "
+                    f"transaction {self.transactional_id}: librdkafka reported no statistics "
                     f"within {self._timeout_s} s (statistics.interval.ms = "
-                    f"{_IDENTITY_INTERVAL_MS}), so this task cannot prove which transaction is "
-                    "its own; raise the sink option flushTimeoutMs if the brokers are slow"
+                    f"{_STATS_INTERVAL_MS}), so this task cannot prove which transaction is its "
+                    "own; raise the sink option flushTimeoutMs if the brokers are slow"
                 )
-            self._poll(self._producer, _IDENTITY_INTERVAL_MS / 1000)
-        return self._identity.producer_id_and_epoch
+            self._poll(self._producer, _STATS_INTERVAL_MS / 1000)
 
-    def _describe_own_transaction(self, own: tuple[int, int]) -> Committable:
-        tid = self.transactional_id
+    def _describe_own_transaction(self) -> Committable:
+        """The committable, once the coordinator shows this producer's own transaction, with
+        every partition it wrote to, begun before its first record was acknowledged."""
+        tid, stats = self.transactional_id, self._stats
+        assert stats.producer_id_and_epoch is not None
+        producer_id, epoch = stats.producer_id_and_epoch
         now = self._admin_client().describe([tid])[tid]
         if now is None or now.state != TxnState.ONGOING:
             raise DeliveryFailed(
@@ -470,24 +537,43 @@ class ExactlyOnceWriter(_BaseWriter):
                 f"({now.state.value if now else 'unknown id'}): the driver aborted it (this "
                 "attempt lost to another attempt of the task), or it timed out"
             )
-        if (now.producer_id, now.epoch) != own:
+        if (now.producer_id, now.epoch) != (producer_id, epoch):
             # Another attempt of this task took the same id between this one's choice of it
             # and its init: the open transaction is the other attempt's, and committing it
             # would lose this batch.
             raise DeliveryFailed(
                 f"transaction {tid} was fenced after its flush: this task holds producer id "
-                f"{own[0]}, epoch {own[1]}, but the open transaction is producer id "
+                f"{producer_id}, epoch {epoch}, but the open transaction is producer id "
                 f"{now.producer_id}, epoch {now.epoch}. Another attempt of the same task "
                 "took the same transactional id at the same moment; Spark retries this one"
             )
+        missing = sorted(stats.partitions - set(now.partitions))
+        acked_ms = stats.first_acked_ms or int(time.time() * 1000)
+        if missing or now.start_time_ms > acked_ms + CLOCK_SKEW_TOLERANCE_MS:
+            # The transaction was ended at this producer's own epoch while it wrote (under
+            # transactions V1, by anything but a fence), and its next partition began a new
+            # one: committing it would lose everything written before, silently.
+            raise DeliveryFailed(
+                f"transaction {tid} (producer id {producer_id}, epoch {epoch}) is not the one "
+                f"this task wrote: its coordinator lists partitions {list(now.partitions)}, "
+                f"without {missing} that this producer wrote to, and says it began at "
+                f"{now.start_time_ms} ms, against {acked_ms} ms when this producer's first "
+                "record was acknowledged. Something ended the task's transaction at its own "
+                "epoch (a release of kafka-eos before fences, or another tool's abort) and the "
+                "producer began another; the records written before are aborted. Spark retries "
+                "the task. If only the times differ, check that the clocks of the brokers and "
+                f"the executors agree within {CLOCK_SKEW_TOLERANCE_MS // 1000} s (NTP)"
+            )
         # The partitions as the coordinator holds them: those it writes the markers to.
-        return Committable(tid, now.producer_id, now.epoch, self.record_count, now.partitions)
+        return Committable(
+            tid, producer_id, epoch, self.record_count, now.partitions, now.start_time_ms
+        )
 
 
 class AtLeastOnceWriter(_BaseWriter):
     """At-least-once: idempotent producer, flushed on the barrier; retries may duplicate."""
 
-    def _open(self) -> Producer:
+    def _open(self, topic: str) -> Producer:
         return self._new_producer({"enable.idempotence": True, "acks": "all"})
 
 
@@ -495,5 +581,5 @@ class NoGuaranteeWriter(_BaseWriter):
     """No guarantee: the user's producer settings as they are; flushed so the task's records
     are at least sent before it ends."""
 
-    def _open(self) -> Producer:
+    def _open(self, topic: str) -> Producer:
         return self._new_producer({})
