@@ -1,5 +1,6 @@
 """Text output of ``kafka-eos txn``: tables and messages built from the JSON-ready reports of
-:mod:`kafka_eos.operations.lingering` and :mod:`kafka_eos.operations.resolve`."""
+:mod:`kafka_eos.operations.lingering`, :mod:`kafka_eos.operations.resolve` and
+:mod:`kafka_eos.operations.hanging`."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from collections import defaultdict
 import click
 from rich.table import Table
 
+from connectors.kafka.sink.outcome import UNCONFIRMABLE, Outcome
 from connectors.options import format_duration
 from kafka_eos.commands._cluster import console
+from kafka_eos.operations.hanging import HangingReportDict
 from kafka_eos.operations.lingering import (
     AbortReportDict,
     PartitionDict,
@@ -18,7 +21,7 @@ from kafka_eos.operations.lingering import (
     Result,
     TxnDict,
 )
-from kafka_eos.operations.resolve import ResolveReportDict, Standing
+from kafka_eos.operations.resolve import DecidedTxnDict, ResolveReportDict
 
 RESULT_TEXT = {
     Result.ABORTED: "aborted",
@@ -135,19 +138,28 @@ def print_resolve(report: ResolveReportDict) -> None:
                 "unknown id"
                 if now is None
                 else f"{now['state']}, producer id {now['producer_id']}, epoch {now['epoch']}",
-                verdict.upper() if verdict == Standing.LOST else verdict,
+                verdict.upper() if verdict in UNCONFIRMABLE else verdict,
             )
         console().print(table)
     if accepted is not None:
-        lost = accepted["lost"]
+        lost, undetermined = accepted["lost"], accepted["undetermined"]
         click.echo(
-            f"batch {accepted['batch']} confirmed: the loss of "
-            f"{', '.join(t['transactional_id'] for t in lost)} "
-            f"({sum(t['record_count'] for t in lost)} records) is accepted by "
-            f"{accepted['accepted_by']}, because: {accepted['reason']}\n"
-            "Restart the query: its recovery skips this batch. To recover the lost records, "
-            "re-process their input outside the query, against what the output already holds."
+            f"batch {accepted['batch']} confirmed by {accepted['accepted_by']}, because: "
+            f"{accepted['reason']}. Restart the query: its recovery skips this batch."
         )
+        if lost:
+            click.echo(
+                f"Lost: {_txn_ids(lost)} ({sum(t['record_count'] for t in lost)} records). To "
+                "recover them, re-process their input outside the query, against what the "
+                "output already holds (kafka-eos verify)."
+            )
+        if undetermined:
+            click.echo(
+                f"Undetermined: {_txn_ids(undetermined)} "
+                f"({sum(t['record_count'] for t in undetermined)} records) may have committed. "
+                "Do not re-process their input: `kafka-eos verify` shows which input has no "
+                "result in the output; re-process only that."
+            )
 
 
 def print_way_forward(
@@ -156,21 +168,82 @@ def print_way_forward(
     """For each batch: the command that accepts exactly its loss, or that a restart of the
     query resolves it."""
     for batch in report["batches"]:
-        lost = [t for t in batch["transactions"] if t["verdict"] == Standing.LOST]
-        if not lost:
+        verdicts = [t["verdict"] for t in batch["transactions"]]
+        lost = [t["decided"] for t in batch["transactions"] if t["verdict"] == Outcome.LOST]
+        undetermined = [
+            t["decided"] for t in batch["transactions"] if t["verdict"] == Outcome.UNDETERMINED
+        ]
+        if not (lost or undetermined):
             click.echo(
                 f"batch {batch['batch']} lost nothing: restart the query; its recovery commits "
                 "the committable transactions and confirms the batch",
                 err=True,
             )
             continue
-        ids = ", ".join(t["decided"]["transactional_id"] for t in lost)
+        if lost:
+            click.echo(
+                f"batch {batch['batch']}: {_txn_ids(lost)} will never commit: the broker "
+                "aborted them (TransactionLostError).",
+                err=True,
+            )
+        if undetermined:
+            click.echo(
+                f"batch {batch['batch']}: {_txn_ids(undetermined)} cannot be shown to have "
+                "committed or aborted: their ids moved on (CommitUndeterminedError). They may "
+                "well be visible: do not re-process their input. Check the output first: "
+                "kafka-eos verify --input <input topic> --output <output topic>.",
+                err=True,
+            )
         click.echo(
-            f"batch {batch['batch']}: {ids} will never commit, and every restart of the query "
-            "stops on it (TransactionLostError). Accept the loss of exactly these, then restart "
-            "the query:\n  kafka-eos txn resolve --checkpoint-location "
-            f"{shlex.quote(checkpoint_location)} --bootstrap-servers "
+            f"Every restart of the query stops on batch {batch['batch']} "
+            f"({verdicts.count(Outcome.COMMITTED)} of its transactions committed). Accept "
+            "exactly these, then restart the query:\n  kafka-eos txn resolve "
+            f"--checkpoint-location {shlex.quote(checkpoint_location)} --bootstrap-servers "
             f"{shlex.quote(bootstrap_servers)} --batch {batch['batch']} --accept-loss "
             '--reason "..."',
             err=True,
         )
+
+
+def _txn_ids(transactions: list[DecidedTxnDict]) -> str:
+    return ", ".join(t["transactional_id"] for t in transactions)
+
+
+def print_hanging(report: HangingReportDict) -> None:
+    """Each hanging transaction, and what its producer id's coordinator shows now."""
+    hanging = report["hanging"]
+    older = format_duration(report["older_than_ms"])
+    if not hanging:
+        click.echo(
+            f"no hanging transaction on {report['partitions_checked']} partition(s) (open for "
+            f"longer than {older} with no coordinator tracking it)"
+        )
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("partition", "start offset", "producer id", "epoch", "last write"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("its producer id's coordinator")
+    table.add_column("result")
+    for h in hanging:
+        coordinator = (
+            "no transactional id"
+            if h["transactional_id"] is None
+            else f"{h['transactional_id']}: {h['coordinator_state']}"
+        )
+        result = (
+            "hanging"
+            if h["aborted"] is None
+            else "aborted"
+            if h["aborted"]
+            else f"ABORT FAILED: {h['error']}"
+        )
+        table.add_row(
+            f"{h['topic']}[{h['partition']}]",
+            str(h["start_offset"]),
+            str(h["producer_id"]),
+            str(h["producer_epoch"]),
+            f"{format_duration(int(h['age_s']) * 1000)} ago",
+            coordinator,
+            result,
+        )
+    console().print(table)

@@ -1,8 +1,10 @@
-"""``kafka-eos txn``: list and abort lingering Kafka transactions, resolve stuck batches.
+"""``kafka-eos txn``: list and abort lingering Kafka transactions, resolve stuck batches, find
+and abort hanging transactions.
 
-Only composes :mod:`kafka_eos.operations.lingering` and :mod:`kafka_eos.operations.resolve`: parse
-the options, call, print. Exit codes: 0 done, 1 a transaction was refused (decided), its abort
-failed, or a batch lost transactions, 2 usage or cluster errors.
+Only composes :mod:`kafka_eos.operations.lingering`, :mod:`kafka_eos.operations.resolve` and
+:mod:`kafka_eos.operations.hanging`: parse the options, call, print. Exit codes: 0 done, 1 a
+transaction was refused (decided), its abort failed, a batch lost transactions, or a hanging
+transaction was found (and not aborted), 2 usage or cluster errors.
 """
 
 from __future__ import annotations
@@ -16,13 +18,18 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 
 import click
+import kafka.errors as Errors
 
 from checkpoint.errors import KafkaEosError
+from connectors.kafka.cluster_facts import read_cluster
 from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.outcome import UNCONFIRMABLE
 from connectors.kafka.sink.owners import locate_queries
 from connectors.kafka.transactions import open_transactions
+from connectors.options import OptionError, duration_ms
 from kafka_eos.commands._cluster import client_options, cluster_options, console, failure
 from kafka_eos.commands._txn_text import (
+    print_hanging,
     print_outcome,
     print_plan,
     print_resolve,
@@ -30,6 +37,16 @@ from kafka_eos.commands._txn_text import (
     query_text,
     txn_cells,
     txn_table,
+)
+from kafka_eos.operations.hanging import (
+    Hanging,
+    HangingDict,
+    abort_hanging,
+    find_hanging,
+    hanging_dict,
+    hanging_report,
+    max_transaction_timeout_ms,
+    partitions_of,
 )
 from kafka_eos.operations.lingering import (
     AbortOutcome,
@@ -40,12 +57,12 @@ from kafka_eos.operations.lingering import (
     abort_report,
     decided_transactions,
     listed_txn_dict,
+    live_queries,
     plan_abort,
     reaching,
 )
 from kafka_eos.operations.resolve import (
     ResolveReportDict,
-    Standing,
     accept_loss,
     named,
     open_decisions,
@@ -149,11 +166,11 @@ def abort_command(
     as_json: bool,
     timeout: float,
 ) -> None:
-    """Abort lingering Ongoing transactions, never one the sink decided to commit."""
+    """Abort lingering Ongoing transactions, never one the sink decided to commit. Each abort
+    is a fence: the transaction's producer, if it still runs, can write no more."""
     if bool(prefix) == bool(transactional_ids):
         raise click.UsageError("give either --prefix or --transactional-id (repeatable)")
-    ask = checkpoint_location is None and not (yes or dry_run)
-    if ask and as_json:
+    if checkpoint_location is None and not (yes or dry_run) and as_json:
         raise click.UsageError("--json cannot ask for confirmation: add --yes")
     options = client_options(kafka_options)
     if checkpoint_location is None:
@@ -169,10 +186,20 @@ def abort_command(
         # was written before this point. Later ones cannot be: stop the query first.
         decided = decided_transactions(checkpoint_location) if checkpoint_location else None
         plan = plan_abort(described, decided)
+        aborting = [c.transactional_id for c in plan if c.verdict == Verdict.ABORT]
+        live = live_queries(
+            locate_queries(lambda: committer.admin.kafka_admin, bootstrap_servers, aborting),
+            now_ms=int(time.time() * 1000),
+        )
+        for warning in live:
+            click.echo(f"WARNING: {warning}", err=True)
+        ask = not (yes or dry_run) and (checkpoint_location is None or bool(live))
+        if ask and as_json:
+            raise click.UsageError("--json cannot ask for confirmation: add --yes")
         if not as_json:
             print_plan(abort_report(plan, [], dry_run=True, decisions_checked=decided is not None))
         outcomes: list[AbortOutcome] = []
-        if not dry_run and any(c.verdict == Verdict.ABORT for c in plan):
+        if not dry_run and aborting:
             if ask:
                 click.confirm("Abort the transactions marked 'would abort'?", abort=True)
             with reaching(bootstrap_servers, "aborting transactions"):
@@ -185,6 +212,83 @@ def abort_command(
     summary = report["summary"]
     if summary[Result.REFUSED] or summary[Result.ABORT_FAILED]:
         click.get_current_context().exit(1)
+
+
+@command.command("find-hanging")
+@cluster_options
+@click.option(
+    "--topic",
+    "topics",
+    multiple=True,
+    required=True,
+    help="Look at every partition of this topic, e.g. the query's output (repeatable).",
+)
+@click.option(
+    "--older-than",
+    help="Only transactions whose producer last wrote longer ago than this (e.g. 15m, 30s); "
+    "default: the brokers' transaction.max.timeout.ms, longer than any live transaction.",
+)
+@click.option("--abort", "aborting", is_flag=True, help="Write an abort marker for each one.")
+@click.option("--yes", is_flag=True, help="Abort without asking.")
+@_json_option
+@_timeout_option
+def find_hanging_command(
+    bootstrap_servers: str,
+    kafka_options: tuple[str, ...],
+    topics: tuple[str, ...],
+    older_than: str | None,
+    aborting: bool,
+    yes: bool,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Find transactions open on a partition that no coordinator tracks (KIP-664): they pin
+    the partition's last stable offset, and every read_committed reader, for good; `txn list`
+    cannot see them. With --abort, end each one with an abort marker on its partition."""
+    if aborting and not yes and (as_json or not _interactive()):
+        raise click.UsageError("--abort asks first, and no one can answer here: add --yes")
+    options = client_options(kafka_options)
+    now_ms = int(time.time() * 1000)
+    with _committer(bootstrap_servers, options, timeout) as committer:
+        with reaching(bootstrap_servers, "looking for hanging transactions"):
+            if older_than is None:
+                cluster = read_cluster(bootstrap_servers, [], options=options, timeout_s=timeout)
+                older_than_ms = max_transaction_timeout_ms(cluster.broker_config)
+            else:
+                older_than_ms = _duration("--older-than", older_than)
+            partitions = partitions_of(committer.admin.kafka_admin, topics)
+            found = find_hanging(
+                committer.admin, partitions, older_than_ms=older_than_ms, now_ms=now_ms
+            )
+        entries = [hanging_dict(h, now_ms) for h in found]
+        if aborting and found:
+            if not as_json:
+                print_hanging(hanging_report(entries, older_than_ms, len(partitions)))
+            if not yes:
+                click.confirm("Write an abort marker for each of these?", abort=True)
+            entries = [_abort_one(committer, h, now_ms) for h in found]
+    report = hanging_report(entries, older_than_ms, len(partitions))
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        print_hanging(report)
+    if any(e["aborted"] is not True for e in entries):
+        click.get_current_context().exit(1)
+
+
+def _abort_one(committer: KafkaCommitter, hanging: Hanging, now_ms: int) -> HangingDict:
+    try:
+        abort_hanging(committer.admin.kafka_admin, hanging)
+    except Errors.KafkaError as exc:
+        return hanging_dict(hanging, now_ms, aborted=False, error=str(exc))
+    return hanging_dict(hanging, now_ms, aborted=True)
+
+
+def _duration(option: str, text: str) -> int:
+    try:
+        return duration_ms(option, text)
+    except OptionError as exc:
+        raise click.BadParameter(exc.message, param_hint=option) from None
 
 
 @command.command("resolve")
@@ -231,7 +335,7 @@ def resolve_command(
             _print_resolve(report, as_json)
             if not as_json:
                 print_way_forward(report, checkpoint_location, bootstrap_servers)
-            if any(b["summary"][Standing.LOST] for b in report["batches"]):
+            if any(b["summary"][v] for b in report["batches"] for v in UNCONFIRMABLE):
                 click.get_current_context().exit(1)
             return
         batch = select(batches)

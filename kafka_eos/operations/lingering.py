@@ -232,6 +232,28 @@ def plan_abort(
     return plan
 
 
+# A running query registers its checkpoint location when it builds its writer and after its
+# commits, at most hourly per driver-side process (connectors.kafka.sink.owners): one that
+# registered within this long may still be running.
+LIVE_WITHIN_MS = 3_600_000
+
+
+def live_queries(queries: Mapping[OwnedId, Entry], *, now_ms: int) -> list[str]:
+    """A warning for each query that registered its location within the last hour: aborting
+    its transactions while it runs fails its batch at best, and a transaction it decides
+    between this command's check of its decisions and the abort is lost."""
+    return [
+        f"the query of prefix {owned.prefix!r}, owner {owned.owner} ({entry.describe(now_ms)}) "
+        "may be running: its sink registered within the last hour. Aborting a running "
+        "query's transactions fails its batch, and one it decides meanwhile is lost. Stop "
+        "the query first"
+        for owned, entry in sorted(
+            queries.items(), key=lambda item: (item[0].prefix, item[0].owner)
+        )
+        if isinstance(entry, Registration) and now_ms - entry.registered_ms < LIVE_WITHIN_MS
+    ]
+
+
 def abort_lingering(
     committer: KafkaCommitter, candidates: Iterable[Candidate]
 ) -> list[AbortOutcome]:

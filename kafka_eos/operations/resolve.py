@@ -1,14 +1,16 @@
-"""Stuck batches: decided batches of the sink with a transaction that can never commit.
+"""Stuck batches: decided batches of the sink with a transaction that cannot be confirmed.
 
-The sink decided the batch, then the broker aborted one of its transactions (its
-``transaction.timeout.ms`` expired before the commit). Every restart re-drives the decision's
-commits and stops on that transaction with
-:class:`~connectors.kafka.sink.errors.TransactionLostError`. Resetting the query's checkpoint
-would replay the whole batch and duplicate its transactions that did commit, so the way
-forward is narrower: commit what still can be, then confirm the batch with an operator's
-acceptance of the loss of exactly the transactions that cannot
-(:class:`~checkpoint.model.AcceptedLoss`). Recovery skips a confirmed batch, and the query
-goes on.
+The sink decided the batch, then one of its transactions could not be committed: the broker
+aborted it (its ``transaction.timeout.ms`` expired before the commit:
+:class:`~connectors.kafka.sink.errors.TransactionLostError`), or the coordinator no longer
+shows what became of it (its id moved on: a late attempt of its task, a fence, a new producer
+id: :class:`~connectors.kafka.sink.errors.CommitUndeterminedError`). Every restart re-drives
+the decision's commits and stops on it. Resetting the query's checkpoint would replay the
+whole batch and duplicate its transactions that did commit, so the way forward is narrower:
+commit what still can be, then confirm the batch with an operator's acceptance of exactly the
+transactions that cannot be confirmed (:class:`~checkpoint.model.AcceptedLoss`), lost and
+undetermined apart: an undetermined one may well be visible, and is never to be re-processed
+blindly. Recovery skips a confirmed batch, and the query goes on.
 
 Used by ``kafka-eos txn resolve``. Reports are built as the JSON-ready dicts below first, and
 printed as text or JSON second, as in :mod:`kafka_eos.operations.lingering`.
@@ -20,7 +22,6 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TypedDict
 
 from checkpoint.deadline import Deadline
@@ -29,9 +30,10 @@ from checkpoint.model import AcceptedLoss, CheckpointId, Committable, Confirmati
 from checkpoint.store import SnapshotStore
 from connectors.kafka.end_txn import EndTxnResult, EndTxnTarget
 from connectors.kafka.sink.committer import KafkaCommitter
-from connectors.kafka.sink.errors import TransactionLostError
+from connectors.kafka.sink.errors import DecidedTransactionError
+from connectors.kafka.sink.outcome import Outcome, outcome
 from connectors.kafka.transactions import ENDED_OR_FENCED_ERRORS, TransactionAdmin
-from connectors.kafka.txn_state import TxnDescription, TxnState
+from connectors.kafka.txn_state import TxnDescription
 from kafka_eos.operations.lingering import PartitionDict, TxnDict, decision_store, txn_dict
 
 _log = logging.getLogger(__name__)
@@ -43,22 +45,13 @@ class ResolveRefused(KafkaEosError):
     code = "KAFKA_EOS.OPERATIONS.RESOLVE_REFUSED"
 
 
-class Standing(StrEnum):
-    """Where one decided transaction stands now: the verdict ``txn resolve`` shows (stable
-    codes, shown in JSON)."""
-
-    COMMITTED = "committed"  # committed (or committing): nothing to do
-    COMMITTABLE = "committable"  # still Ongoing as decided: a restart of the query commits it
-    LOST = "lost"  # anything else: it will never commit
-
-
 @dataclass(frozen=True)
 class DecidedTxn:
     """One transaction of a decided batch: as decided, and as its coordinator describes it."""
 
     decided: Committable
     now: TxnDescription | None  # None: the id is unknown to its coordinator
-    standing: Standing
+    standing: Outcome  # as the committer judges it (connectors.kafka.sink.outcome)
 
 
 @dataclass(frozen=True)
@@ -72,8 +65,12 @@ class StuckBatch:
     def checkpoint_id(self) -> CheckpointId:
         return self.decision.checkpoint_id
 
-    def having(self, standing: Standing) -> tuple[Committable, ...]:
+    def having(self, standing: Outcome) -> tuple[Committable, ...]:
         return tuple(t.decided for t in self.transactions if t.standing == standing)
+
+    def unconfirmable(self) -> tuple[Committable, ...]:
+        """The transactions no restart can confirm: lost, or undetermined."""
+        return self.having(Outcome.LOST) + self.having(Outcome.UNDETERMINED)
 
 
 class DecidedTxnDict(TypedDict):
@@ -87,14 +84,14 @@ class DecidedTxnDict(TypedDict):
 class ResolveTxnDict(TypedDict):
     decided: DecidedTxnDict  # as the decision names it
     now: TxnDict | None  # as described now; None: the id is unknown to its coordinator
-    verdict: str  # a Standing code
+    verdict: str  # an Outcome code
 
 
 class StuckBatchDict(TypedDict):
     batch: int
     decided_at_ms: int | None
     transactions: list[ResolveTxnDict]
-    summary: dict[str, int]  # count per Standing code
+    summary: dict[str, int]  # count per Outcome code
 
 
 class AcceptedLossDict(TypedDict):
@@ -103,10 +100,12 @@ class AcceptedLossDict(TypedDict):
     accepted_by: str
     reason: str
     lost: list[DecidedTxnDict]
+    undetermined: list[DecidedTxnDict]  # may have committed: never re-process them blindly
 
 
 class ResolveReportDict(TypedDict):
-    """JSON form of ``txn resolve --json``; version 1."""
+    """JSON form of ``txn resolve --json``; version 2 (verdict "undetermined", and the
+    accepted loss's "undetermined" list)."""
 
     version: int
     batches: list[StuckBatchDict]  # with --accept-loss: the resolved batch, after its commits
@@ -137,23 +136,8 @@ def inspect(admin: TransactionAdmin, decision: Snapshot) -> StuckBatch:
     for c in opened:
         now = described[c.transactional_id]
         bump_possible = now is not None and bumps[now.coordinator_id]
-        transactions.append(DecidedTxn(c, now, standing(c, now, bump_possible)))
+        transactions.append(DecidedTxn(c, now, outcome(c, now, bump_possible=bump_possible)))
     return StuckBatch(decision, tuple(transactions))
-
-
-def standing(decided: Committable, now: TxnDescription | None, bump_possible: bool) -> Standing:
-    """Committed, still committable as decided, or lost: the only three ways it can be."""
-    if now is None:
-        return Standing.LOST
-    if now.is_commit_of(decided.producer_id, decided.epoch, bump_possible=bump_possible):
-        return Standing.COMMITTED
-    if (now.state, now.producer_id, now.epoch) == (
-        TxnState.ONGOING,
-        decided.producer_id,
-        decided.epoch,
-    ):
-        return Standing.COMMITTABLE
-    return Standing.LOST
 
 
 def named(batches: Sequence[StuckBatch], batch_id: int | None) -> list[StuckBatch]:
@@ -172,8 +156,9 @@ def named(batches: Sequence[StuckBatch], batch_id: int | None) -> list[StuckBatc
 
 
 def select(batches: Sequence[StuckBatch]) -> StuckBatch:
-    """The one batch whose loss ``--accept-loss`` accepts; refused unless it lost a
-    transaction (otherwise a restart of the query resolves it with nothing lost)."""
+    """The one batch whose loss ``--accept-loss`` accepts; refused unless it has a lost or an
+    undetermined transaction (otherwise a restart of the query resolves it with nothing
+    lost)."""
     if not batches:
         raise ResolveRefused(
             "no decided batch is unconfirmed: nothing is stuck, so there is no loss to accept"
@@ -184,10 +169,11 @@ def select(batches: Sequence[StuckBatch]) -> StuckBatch:
             "--batch N to name the one whose loss you accept"
         )
     (batch,) = batches
-    if not batch.having(Standing.LOST):
+    if not batch.unconfirmable():
         raise ResolveRefused(
-            f"batch {batch.checkpoint_id} lost no transaction, so there is no loss to accept: "
-            "restart the query instead; its recovery commits the committable ones"
+            f"batch {batch.checkpoint_id} has no lost or undetermined transaction, so there is "
+            "no loss to accept: restart the query instead; its recovery commits the "
+            "committable ones"
         )
     return batch
 
@@ -201,33 +187,41 @@ def accept_loss(
     accepted_by: str,
     now_ms: int,
 ) -> tuple[StuckBatch, Confirmation]:
-    """Commit the batch's committable transactions, then confirm it naming the lost ones.
+    """Commit the batch's committable transactions, then confirm it naming the lost and the
+    undetermined ones, apart.
 
     Writes nothing if the transactions moved meanwhile (one that was committable timed out
     before its commit, say): the operator accepted the loss shown, not another one.
     Returns the batch as described after the commits, and the confirmation written.
     """
-    for committable in batch.having(Standing.COMMITTABLE):
-        with contextlib.suppress(TransactionLostError):  # lost meanwhile: the describe tells
+    for committable in batch.having(Outcome.COMMITTABLE):
+        # Lost or undetermined meanwhile: the describe below tells.
+        with contextlib.suppress(DecidedTransactionError):
             committer.commit(committable)
     _refuse_if_the_broker_commits(committer, batch)
     after = inspect(committer.admin, batch.decision)
-    lost = after.having(Standing.LOST)
-    if after.having(Standing.COMMITTABLE) or set(lost) != set(batch.having(Standing.LOST)):
+    lost, undetermined = after.having(Outcome.LOST), after.having(Outcome.UNDETERMINED)
+    changed = (set(lost), set(undetermined)) != (
+        set(batch.having(Outcome.LOST)),
+        set(batch.having(Outcome.UNDETERMINED)),
+    )
+    if after.having(Outcome.COMMITTABLE) or changed:
         raise ResolveRefused(
             f"batch {batch.checkpoint_id} changed while it was resolved (lost before: "
-            f"{_ids(batch.having(Standing.LOST))}; now lost: {_ids(lost)}, still open: "
-            f"{_ids(after.having(Standing.COMMITTABLE))}); nothing was confirmed. Run "
-            "`kafka-eos txn resolve` again to review the batch"
+            f"{_ids(batch.having(Outcome.LOST))}, undetermined before: "
+            f"{_ids(batch.having(Outcome.UNDETERMINED))}; now lost: {_ids(lost)}, undetermined: "
+            f"{_ids(undetermined)}, still open: {_ids(after.having(Outcome.COMMITTABLE))}); "
+            "nothing was confirmed. Run `kafka-eos txn resolve` again to review the batch"
         )
-    loss = AcceptedLoss(lost, reason, accepted_by)
+    loss = AcceptedLoss(lost, reason, accepted_by, undetermined)
     store.confirm(batch.checkpoint_id, confirmed_at_ms=now_ms, accepted_loss=loss)
     _log.warning(
         "batch %s confirmed with an accepted loss, by %s, because %r: its transactions %s "
-        "will never commit, and their %s records are lost to read_committed readers; "
-        "confirmation in %s",
+        "will never commit (%s records lost to read_committed readers), and %s may or may not "
+        "have committed (%s records); confirmation in %s",
         batch.checkpoint_id, accepted_by, reason, _ids(lost),
-        sum(c.record_count for c in lost), store.location,
+        sum(c.record_count for c in lost), _ids(undetermined),
+        sum(c.record_count for c in undetermined), store.location,
     )  # fmt: skip
     return after, Confirmation(batch.checkpoint_id, now_ms, loss)
 
@@ -239,8 +233,9 @@ def _refuse_if_the_broker_commits(committer: KafkaCommitter, batch: StuckBatch) 
     producer id when its epoch overflowed). Only a refusal that says the transaction is not
     this one any more (fenced, another producer id, a wrong state) lets the loss be accepted;
     a timeout or any other answer proves nothing."""
-    lost = batch.having(Standing.LOST)
-    targets = [EndTxnTarget(c.transactional_id, c.producer_id, c.epoch) for c in lost]
+    targets = [
+        EndTxnTarget(c.transactional_id, c.producer_id, c.epoch) for c in batch.unconfirmable()
+    ]
     outcomes = committer.admin.end_transactions(
         targets, commit=True, deadline=Deadline(committer.timeout_s)
     )
@@ -248,7 +243,8 @@ def _refuse_if_the_broker_commits(committer: KafkaCommitter, batch: StuckBatch) 
     if committed:
         raise ResolveRefused(
             f"batch {batch.checkpoint_id}: the coordinators accepted EndTxn(commit) of "
-            f"{committed}, which the describe showed as lost: they are committed, and nothing "
+            f"{committed}, which the describe showed as lost or undetermined: they are committed, "
+            "and nothing "
             "was confirmed. Restart the query: its recovery confirms the batch"
         )
     unproven = sorted(
@@ -270,7 +266,7 @@ def resolve_report(
 ) -> ResolveReportDict:
     """The batches and their transactions, and the confirmation ``--accept-loss`` wrote."""
     return {
-        "version": 1,
+        "version": 2,
         "batches": [_batch_dict(b) for b in batches],
         "accepted": None if accepted is None else _accepted_dict(accepted),
     }
@@ -285,6 +281,7 @@ def _accepted_dict(confirmation: Confirmation) -> AcceptedLossDict:
         "accepted_by": loss.accepted_by,
         "reason": loss.reason,
         "lost": [_decided_dict(c) for c in loss.lost],
+        "undetermined": [_decided_dict(c) for c in loss.undetermined],
     }
 
 
@@ -301,7 +298,7 @@ def _batch_dict(batch: StuckBatch) -> StuckBatchDict:
         "batch": batch.checkpoint_id,
         "decided_at_ms": batch.decision.decided_at_ms,
         "transactions": transactions,
-        "summary": {s.value: len(batch.having(s)) for s in Standing},
+        "summary": {s.value: len(batch.having(s)) for s in Outcome},
     }
 
 

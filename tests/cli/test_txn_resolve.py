@@ -18,7 +18,6 @@ from checkpoint.store import SnapshotStore
 from connectors.kafka.sink.errors import TransactionLostError
 from connectors.kafka.txn_state import TxnState
 from kafka_eos.commands import txn
-from kafka_eos.operations.resolve import Standing, standing
 
 BOOTSTRAP = ("--bootstrap-servers", "broker:9092")
 COMMITTED = Committable("orders-0", 7, 3, 100, (("out", 0),))
@@ -65,26 +64,6 @@ def store_of(location: str) -> SnapshotStore:
     return SnapshotStore(Path(location) / "kafka-eos-sink")
 
 
-@pytest.mark.parametrize(
-    ("described", "bump_possible", "expected"),
-    [
-        (state(COMMITTED, TxnState.COMPLETE_COMMIT), False, Standing.COMMITTED),  # V1
-        (state(COMMITTED, TxnState.COMPLETE_COMMIT), True, Standing.COMMITTED),  # V1, upgraded
-        (state(COMMITTED, TxnState.COMPLETE_COMMIT, 1), True, Standing.COMMITTED),  # V2
-        (state(COMMITTED, TxnState.PREPARE_COMMIT), False, Standing.COMMITTED),
-        # V1 only: epoch E + 1 committed is a later transaction of the id, not this one.
-        (state(COMMITTED, TxnState.COMPLETE_COMMIT, 1), False, Standing.LOST),
-        (state(COMMITTED, TxnState.COMPLETE_COMMIT, 2), True, Standing.LOST),
-        (state(COMMITTED, TxnState.ONGOING), False, Standing.COMMITTABLE),
-        (state(COMMITTED, TxnState.ONGOING, 1), False, Standing.LOST),  # the id moved on
-        (state(COMMITTED, TxnState.COMPLETE_ABORT, 1), True, Standing.LOST),
-        (None, False, Standing.LOST),
-    ],
-)
-def test_standing_of_a_decided_transaction(described, bump_possible, expected) -> None:
-    assert standing(COMMITTED, described, bump_possible) == expected
-
-
 def test_resolve_shows_each_transaction_and_the_way_forward(run, cluster, stuck) -> None:
     result = run("--checkpoint-location", stuck)
     assert result.exit_code == 1, result.output
@@ -96,7 +75,7 @@ def test_resolve_shows_each_transaction_and_the_way_forward(run, cluster, stuck)
     assert rows["orders-1"][-1] == "committable"
     assert rows["orders-2"][-1] == "LOST"
     assert "CompleteAbort, producer id 9, epoch 6" in result.stdout
-    assert "batch 1: orders-2 will never commit" in result.stderr
+    assert "batch 1: orders-2 will never commit: the broker aborted them" in result.stderr
     assert f"--checkpoint-location {stuck} --bootstrap-servers broker:9092 --batch 1" in (
         result.stderr
     )
@@ -107,9 +86,9 @@ def test_resolve_json(run, cluster, stuck) -> None:
     result = run("--checkpoint-location", stuck, "--json")
     assert result.exit_code == 1
     report = json.loads(result.stdout)
-    assert report["version"] == 1 and report["accepted"] is None
+    assert report["version"] == 2 and report["accepted"] is None
     [batch] = report["batches"]
-    assert batch["summary"] == {"committed": 1, "committable": 1, "lost": 1}
+    assert batch["summary"] == {"committed": 1, "committable": 1, "lost": 1, "undetermined": 0}
     lost = batch["transactions"][2]
     assert lost["verdict"] == "lost"
     assert lost["decided"] == {
@@ -144,8 +123,9 @@ def test_accept_loss_commits_the_committable_then_confirms_the_lost_one(
     assert loss.lost == (LOST,) and loss.reason == "INC-42: replayed by hand"
     assert "@" in loss.accepted_by and confirmation.confirmed_at_ms is not None
     assert store_of(stuck).unconfirmed_ids() == []  # recovery skips it: the query goes on
-    assert "batch 1 confirmed: the loss of orders-2 (300 records) is accepted" in result.stdout
-    assert "Restart the query" in result.stdout
+    assert "batch 1 confirmed by" in result.stdout and "INC-42" in result.stdout
+    assert "Lost: orders-2 (300 records)" in result.stdout
+    assert "Restart the query" in result.stdout and "Undetermined" not in result.stdout
     [record] = caplog.records
     assert record.levelno == logging.WARNING and "orders-2" in record.getMessage()
     assert "INC-42" in record.getMessage()
@@ -180,7 +160,13 @@ def test_accept_loss_json_names_the_confirmation(run, cluster, stuck) -> None:
     report = json.loads(result.stdout)
     assert report["accepted"]["batch"] == 1
     assert [t["transactional_id"] for t in report["accepted"]["lost"]] == ["orders-2"]
-    assert report["batches"][0]["summary"] == {"committed": 2, "committable": 0, "lost": 1}
+    assert report["accepted"]["undetermined"] == []
+    assert report["batches"][0]["summary"] == {
+        "committed": 2,
+        "committable": 0,
+        "lost": 1,
+        "undetermined": 0,
+    }
 
 
 @pytest.mark.parametrize(
@@ -207,7 +193,7 @@ def test_a_batch_that_lost_nothing_is_left_to_the_query(run, cluster, checkpoint
     shown = run("--checkpoint-location", location)
     assert shown.exit_code == 0 and "1 committed, 1 committable" in shown.stdout
     result = run("--checkpoint-location", location, *ACCEPT, "--yes")
-    assert result.exit_code == 2 and "lost no transaction" in result.stderr
+    assert result.exit_code == 2 and "no lost or undetermined transaction" in result.stderr
     assert "restart the query" in result.stderr and cluster.committed == []
 
 
@@ -260,3 +246,33 @@ def test_the_lost_error_points_to_resolve_and_not_to_a_checkpoint_reset() -> Non
     assert "--batch 3" in message and '--accept-loss --reason "..."' in message
     assert "then restart the query" in message
     assert "resetting" not in message and "Do not reset the query's checkpoint" in message
+
+
+def test_an_undetermined_transaction_is_shown_as_such_and_accepted_apart_from_losses(
+    run, cluster, checkpoint_location
+) -> None:
+    """A late attempt of the task took orders-2's id after the decision and aborted its own
+    transaction: the coordinator shows that later transaction, not orders-2's. orders-2 may
+    have committed, so resolve never calls it lost, never tells to re-process it, and an
+    accepted loss records it as undetermined."""
+    decided = replace(LOST, start_time_ms=1_000)
+    later = replace(state(LOST, TxnState.COMPLETE_ABORT, epoch_step=2), start_time_ms=9_000)
+    cluster.admin.transactions[LOST.transactional_id] = later
+    location = checkpoint_location([COMMITTED, decided])
+    shown = run("--checkpoint-location", location)
+    assert shown.exit_code == 1, shown.output
+    rows = {line.split()[0]: line.split() for line in shown.stdout.splitlines()[2:]}
+    assert rows["orders-2"][-1] == "UNDETERMINED"
+    assert "cannot be shown to have committed or aborted" in shown.stderr
+    assert "do not re-process their input" in shown.stderr and "kafka-eos verify" in shown.stderr
+    assert "will never commit" not in shown.stderr
+
+    accepted = run("--checkpoint-location", location, *ACCEPT, "--yes", "--json")
+    assert accepted.exit_code == 0, accepted.output
+    report = json.loads(accepted.stdout)
+    assert report["accepted"]["lost"] == []
+    assert [t["transactional_id"] for t in report["accepted"]["undetermined"]] == ["orders-2"]
+    loss = store_of(location).confirmation(1).accepted_loss
+    assert loss is not None and (loss.lost, loss.undetermined) == ((), (decided,))
+    text = run("--checkpoint-location", location)
+    assert text.exit_code == 0  # confirmed: nothing stuck any more

@@ -2,13 +2,18 @@
 from the code: what DescribeTransactions shows after each way a transaction of producer id
 P, epoch E can end, under transactions V1 (Kafka 3.x: the epoch stays at EndTxn) and V2
 (Kafka 4.x: EndTxn bumps it), and after the id moved on. A re-driven commit that gets this
-wrong either reports a committed batch as lost (a false stop) or a lost one as committed
-(silent loss). ``bump_possible``: the coordinator speaks EndTxn v5 (V2) now."""
+wrong either reports a committed batch as lost (an operator then re-processes it:
+duplicates) or a lost one as committed (silent loss). ``bump_possible``: the coordinator
+speaks EndTxn v5 (V2) now."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from checkpoint.model import Committable
+from connectors.kafka.sink.outcome import Outcome, outcome
 from connectors.kafka.txn_state import TxnDescription, TxnState
 
 P, E = 4_000, 7
@@ -49,3 +54,57 @@ def test_only_a_commit_of_the_transaction_is_taken_for_it(
 ) -> None:
     assert now.is_commit_of(P, E, bump_possible=False) is v1, case
     assert now.is_commit_of(P, E, bump_possible=True) is v2, case
+
+
+# -- where a decided transaction stands: connectors.kafka.sink.outcome ----------------------
+
+START, LATER = 1_700_000_000_000, 1_700_000_009_000
+DECIDED = Committable("q-0a1b2c3d-0-0", P, E, 10, (("out", 0),), START)
+BEFORE_START_TIMES = replace(DECIDED, start_time_ms=-1)  # decided by an earlier release
+
+
+def at(state: TxnState, producer_id: int, epoch: int, start: int) -> TxnDescription:
+    return TxnDescription("q-0a1b2c3d-0-0", state, producer_id, epoch, 1, 60_000, start, ())
+
+
+C, OK, L, U = Outcome.COMMITTED, Outcome.COMMITTABLE, Outcome.LOST, Outcome.UNDETERMINED
+OUTCOMES = [
+    # (what happened, shown now, bump_possible, outcome with its start time, without one)
+    ("V1 commit", at(TxnState.COMPLETE_COMMIT, P, E, START), False, C, C),
+    ("V2 commit", at(TxnState.COMPLETE_COMMIT, P, E + 1, START), True, C, C),
+    ("V2 commit marking", at(TxnState.PREPARE_COMMIT, P, E + 1, START), True, C, C),
+    ("still open as decided", at(TxnState.ONGOING, P, E, START), False, OK, OK),
+    # Evidence that this very transaction was aborted: its own start time, kept through the
+    # abort on every version (the timeout and a fence bump the epoch).
+    ("aborted at its timeout", at(TxnState.COMPLETE_ABORT, P, E + 1, START), False, L, L),
+    ("aborting", at(TxnState.PREPARE_ABORT, P, E + 1, START), False, L, L),
+    ("aborted at its epoch", at(TxnState.COMPLETE_ABORT, P, E, START), False, L, L),
+    # The id moved on: what the coordinator shows is a later transaction, a fence or nothing,
+    # and says nothing of this one. It may have committed first: never call it lost.
+    ("a later transaction aborted", at(TxnState.COMPLETE_ABORT, P, E + 2, LATER), False, U, U),
+    ("a later one aborted at E + 1", at(TxnState.COMPLETE_ABORT, P, E + 1, LATER), False, U, L),
+    ("a later one committed", at(TxnState.COMPLETE_COMMIT, P, E + 2, LATER), True, U, U),
+    ("V1: E + 1 committed is later", at(TxnState.COMPLETE_COMMIT, P, E + 1, LATER), False, U, U),
+    ("begun again at its epoch", at(TxnState.ONGOING, P, E, LATER), False, U, OK),
+    ("a later one open", at(TxnState.ONGOING, P, E + 3, LATER), False, U, U),
+    ("initialized again (3.x keeps the start)", at(TxnState.EMPTY, P, E + 2, START), False, U, U),
+    ("initialized again (4.x forgets it)", at(TxnState.EMPTY, P, E + 1, -1), True, U, U),
+    ("another producer id", at(TxnState.COMPLETE_COMMIT, OTHER_P, 0, LATER), True, U, U),
+    ("the id is unknown (expired)", None, False, U, U),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "now", "bump_possible", "with_start", "without_start"),
+    OUTCOMES,
+    ids=[c[0] for c in OUTCOMES],
+)
+def test_a_decided_transaction_stands_where_the_evidence_says(
+    case: str,
+    now: TxnDescription | None,
+    bump_possible: bool,
+    with_start: Outcome,
+    without_start: Outcome,
+) -> None:
+    assert outcome(DECIDED, now, bump_possible=bump_possible) is with_start, case
+    assert outcome(BEFORE_START_TIMES, now, bump_possible=bump_possible) is without_start, case

@@ -72,7 +72,7 @@ class DecidedTransactionError(KafkaEosError):
             f"query stops here again. Way forward: stop the query; "
             f"`{_resolve_command(batch_id)}` shows where each transaction of the batch "
             f"stands. {self.way_forward} Do not reset the query's checkpoint: replaying the "
-            f"batch would duplicate its transactions that did commit. {_TIMEOUT_FIX}"
+            "batch would duplicate its transactions that did commit."
         )
 
     def in_batch(self, batch_id: int, failed: tuple[str, ...] = ()) -> DecidedTransactionError:
@@ -97,7 +97,8 @@ class TransactionLostError(DecidedTransactionError):
         'The same command with `--accept-loss --reason "..."` records the loss of exactly the '
         "lost ones in the batch's confirmation; then restart the query. To recover the lost "
         "records, re-process their input outside this query, judged from what the output "
-        "holds (`kafka-eos verify`)."
+        "holds (`kafka-eos verify`). The usual cause is an outage longer than the transaction "
+        f"timeout: {_TIMEOUT_FIX}"
     )
 
 

@@ -34,6 +34,10 @@ class Outcome(StrEnum):
     UNDETERMINED = "undetermined"  # the coordinator no longer shows what became of it
 
 
+# What no restart of the query can confirm as committed: the batch stays stuck on it.
+UNCONFIRMABLE = (Outcome.LOST, Outcome.UNDETERMINED)
+
+
 def outcome(decided: Committable, now: TxnDescription | None, *, bump_possible: bool) -> Outcome:
     """``now``: the id as described (None: its coordinator does not know it); ``bump_possible``:
     that coordinator may have moved the epoch on at EndTxn (transactions V2)."""

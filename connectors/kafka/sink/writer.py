@@ -67,12 +67,16 @@ _QUEUE_FULL_POLL_S = 0.1
 _FENCED = frozenset(
     {KafkaError._FENCED, KafkaError.INVALID_PRODUCER_EPOCH, KafkaError.PRODUCER_FENCED}
 )
+# A record purged from the producer's queue: the producer stopped (a fence, an abort).
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 # How often librdkafka reports the producer's id, epoch and partitions; a pre-commit waits for
 # one report made after its flush began, at most this long after the flush.
 _STATS_INTERVAL_MS = 20
 # How far the coordinator's clock (a transaction's start time) may be ahead of the executor's
 # (when the first record was acknowledged) before a transaction counts as begun too late.
 CLOCK_SKEW_TOLERANCE_MS = 5_000
+# A partition's statistics that count its records: transmitted, or still queued or in flight.
+_SENT_COUNTS = ("txmsgs", "msgs", "msgq_cnt", "xmit_msgq_cnt", "msgs_inflight")
 # Where the coordinator's describe says an id is free to take: nothing open on it, and any
 # transaction it held ended by its own producer or by a fence (every abort of the sink is one).
 _FREE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
@@ -290,6 +294,8 @@ class _BaseWriter:
 
     def _raise_delivery_error(self) -> None:
         error = self._delivery.error
+        if error is not None and error.code() in _PURGED:
+            self._raise_why_purged()
         stopping = error is not None and (error.fatal() or error.code() in _FENCED)
         fatal = self._delivery.fatal or (error if stopping else None)
         if fatal is not None:
@@ -312,6 +318,11 @@ class _BaseWriter:
                 + self.aftermath
             )
         raise DeliveryFailed(f"a record could not be delivered: {error.str()} ({error.name()})")
+
+    def _raise_why_purged(self) -> None:
+        """The producer purged its queue: it stopped (a transactional producer on an error
+        that ends its transaction, which librdkafka reports only to the next transactional
+        call); a writer that can tell why raises it here."""
 
 
 class _ProducerStats:
@@ -342,7 +353,9 @@ class _ProducerStats:
         written, acked = set(self.partitions), False
         for topic, per_topic in (stats.get("topics") or {}).items():
             for partition in (per_topic.get("partitions") or {}).values():
-                if partition.get("partition", -1) >= 0 and partition.get("msgs", 0) > 0:
+                # Sent, or queued to be: librdkafka's "msgs" stays 0 for some of its paths.
+                sent = any(partition.get(count, 0) > 0 for count in _SENT_COUNTS)
+                if partition.get("partition", -1) >= 0 and sent:
                     written.add((topic, partition["partition"]))
                     acked = acked or partition.get("acked_msgid", 0) > 0
         self.partitions = frozenset(written)
@@ -490,10 +503,9 @@ class ExactlyOnceWriter(_BaseWriter):
                 # No input: no transaction was opened, nothing to commit.
                 return Committable.nothing_written(self.transactional_id)
             crash_point(CrashPoint.TASK_BEFORE_PRE_COMMIT, checkpoint_id=checkpoint_id)
-            reports = self._stats.reports
             self._flush()
             self._check_age()
-            self._await_report_after(reports)
+            self._await_report_after(self._stats.reports)
             return self._describe_own_transaction()
         except BaseException:
             # Aborting here cannot drop anything decided: the batch has no decision before
@@ -508,10 +520,26 @@ class ExactlyOnceWriter(_BaseWriter):
             self._producer = None
             self._admin = None
 
+    def _raise_why_purged(self) -> None:
+        """Ask the coordinator: a transaction whose id moved past this producer's epoch was
+        fenced (by the driver's abort, `kafka-eos txn abort`, or another attempt's init)."""
+        own = self._stats.producer_id_and_epoch
+        tid = self.transactional_id
+        now = self._admin_client().describe([tid])[tid]
+        if own is None or now is None or now.holds(*own):
+            return
+        raise DeliveryFailed(
+            f"transaction {tid} (producer id {own[0]}, epoch {own[1]}) was fenced while the "
+            f"task wrote: its id is now {now.state.value} at producer id {now.producer_id}, "
+            f"epoch {now.epoch}. The driver aborted it (the batch failed or was stopped), "
+            "`kafka-eos txn abort` did, or another attempt of the task took the id; the "
+            f"producer can write no more. Spark retries the task. {self.aftermath}"
+        )
+
     def _await_report_after(self, reports: int) -> None:
-        """Wait for a statistics report made after ``reports`` (counted before the flush):
-        every record was queued by then, so it names every partition this producer wrote to,
-        and it has the producer id and epoch."""
+        """Wait for a statistics report made after ``reports`` (counted once the flush
+        returned): every record was delivered by then, so it names every partition this
+        producer wrote to, and it has the producer id and epoch."""
         assert self._producer is not None
         deadline = Deadline(self._timeout_s)
         while self._stats.reports <= reports or self._stats.producer_id_and_epoch is None:

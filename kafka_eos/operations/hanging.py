@@ -1,0 +1,223 @@
+"""Hanging transactions: open on a partition, and tracked by no coordinator.
+
+A transaction's records are appended to each partition before the coordinator's markers end
+them there. A record of a producer whose transaction the coordinator already ended (on a
+broker without KIP-890's partition verification: before 3.6, or with
+``transaction.partition.verification.enable=false``) opens a transaction on the partition
+that no coordinator knows. No timeout ends it: the partition's last stable offset stays there
+for good, and every ``read_committed`` reader of it stalls. ``kafka-eos txn list`` and ``txn
+abort`` cannot see it (they ask the coordinators); it is found on the partitions themselves
+(KIP-664), as Kafka's ``kafka-transactions.sh find-hanging`` finds it, and ended by writing
+an abort marker to the partition, as ``kafka-transactions.sh abort --topic --partition
+--start-offset`` does.
+
+A transaction counts as hanging when a partition's leader reports it open
+(DescribeProducers: a current transaction start offset), its producer's last write is older
+than ``older_than_ms`` (by default the brokers' ``transaction.max.timeout.ms``: no live
+transaction is older), and no coordinator holds a transaction of that producer id that is
+open (or being ended) and includes the partition.
+
+Reports are built as the JSON-ready dicts below first, and printed second, as in
+:mod:`kafka_eos.operations.lingering`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+import kafka.errors as Errors
+from kafka.admin import AbortTransactionSpec, KafkaAdminClient
+from kafka.structs import TopicPartition
+
+from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_state import TxnDescription, TxnState
+from kafka_eos.operations.lingering import LingeringTransactionError
+
+# A coordinator transaction in one of these states still owns its partitions' open records:
+# they are being written, or their markers are.
+_TRACKED = frozenset(
+    {
+        TxnState.ONGOING,
+        TxnState.PREPARE_COMMIT,
+        TxnState.PREPARE_ABORT,
+        TxnState.PREPARE_EPOCH_FENCE,
+    }
+)
+
+
+@dataclass(frozen=True)
+class OpenOnPartition:
+    """A transaction a partition's leader reports open."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    start_offset: int
+    last_timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class Hanging:
+    """An open transaction no coordinator tracks, and what its producer id's coordinator
+    shows now (``coordinator``: None when no transactional id holds that producer id)."""
+
+    open: OpenOnPartition
+    coordinator: TxnDescription | None
+
+
+class HangingDict(TypedDict):
+    """JSON form of one hanging transaction."""
+
+    topic: str
+    partition: int
+    start_offset: int
+    producer_id: int
+    producer_epoch: int
+    last_write_ms: int
+    age_s: float
+    transactional_id: str | None  # the id its producer id had, if a coordinator knows it
+    coordinator_state: str | None  # that id's state now
+    aborted: bool | None  # with --abort: whether its abort marker was written
+    error: str | None
+
+
+class HangingReportDict(TypedDict):
+    """JSON form of ``txn find-hanging --json``; version 1."""
+
+    version: int
+    older_than_ms: int
+    partitions_checked: int
+    hanging: list[HangingDict]
+
+
+def partitions_of(admin: KafkaAdminClient, topics: Iterable[str]) -> list[TopicPartition]:
+    """Every partition of ``topics``; a topic that cannot be described is an error."""
+    found = []
+    for topic in admin.describe_topics(list(topics)):
+        name = topic["name"]
+        if topic["error_code"]:
+            error = Errors.for_code(topic["error_code"]).__name__
+            raise LingeringTransactionError(
+                f"--topic {name!r} cannot be described ({error}): check its name, and that "
+                "this principal may DESCRIBE it"
+            )
+        found += [TopicPartition(name, p["partition_index"]) for p in topic["partitions"]]
+    return sorted(found)
+
+
+def open_on_partitions(
+    admin: KafkaAdminClient, partitions: Iterable[TopicPartition]
+) -> list[OpenOnPartition]:
+    """The transactions the partitions' leaders report open (DescribeProducers)."""
+    opened = []
+    for tp, state in sorted(admin.describe_producers(list(partitions)).items()):
+        for producer in state.active_producers:
+            if producer.current_transaction_start_offset >= 0:
+                opened.append(
+                    OpenOnPartition(
+                        tp.topic,
+                        tp.partition,
+                        producer.producer_id,
+                        producer.producer_epoch,
+                        producer.coordinator_epoch,
+                        producer.current_transaction_start_offset,
+                        producer.last_timestamp,
+                    )
+                )
+    return opened
+
+
+def find_hanging(
+    admin: TransactionAdmin,
+    partitions: Iterable[TopicPartition],
+    *,
+    older_than_ms: int,
+    now_ms: int,
+) -> list[Hanging]:
+    """Every transaction open on ``partitions`` for longer than ``older_than_ms`` that no
+    coordinator tracks."""
+    candidates = [
+        o
+        for o in open_on_partitions(admin.kafka_admin, partitions)
+        if now_ms - o.last_timestamp_ms >= older_than_ms
+    ]
+    if not candidates:
+        return []
+    by_producer = _coordinator_transactions(admin, {o.producer_id for o in candidates})
+    hanging = []
+    for o in candidates:
+        described = by_producer.get(o.producer_id, [])
+        tracked = any(
+            d.state in _TRACKED and (o.topic, o.partition) in d.partitions for d in described
+        )
+        if not tracked:
+            hanging.append(Hanging(o, described[0] if described else None))
+    return hanging
+
+
+def _coordinator_transactions(
+    admin: TransactionAdmin, producer_ids: set[int]
+) -> Mapping[int, list[TxnDescription]]:
+    """Per producer id, the coordinators' transactions that hold it (ListTransactions
+    filtered by producer id, then described)."""
+    listed = admin.kafka_admin.list_transactions(producer_id_filters=sorted(producer_ids))
+    ids = sorted({t.transactional_id for per_broker in listed.values() for t in per_broker})
+    by_producer: dict[int, list[TxnDescription]] = defaultdict(list)
+    for description in admin.describe(ids).values():
+        if description is not None:
+            by_producer[description.producer_id].append(description)
+    return by_producer
+
+
+def abort_hanging(admin: KafkaAdminClient, hanging: Hanging) -> None:
+    """Write an abort marker for the hanging transaction to its partition (WriteTxnMarkers,
+    as ``kafka-transactions.sh abort`` does); the leader checks the producer id and epoch."""
+    o = hanging.open
+    admin.abort_transaction(
+        AbortTransactionSpec(
+            TopicPartition(o.topic, o.partition),
+            o.producer_id,
+            o.producer_epoch,
+            o.coordinator_epoch,
+        )
+    )
+
+
+def hanging_dict(
+    hanging: Hanging, now_ms: int, *, aborted: bool | None = None, error: str | None = None
+) -> HangingDict:
+    o, now = hanging.open, hanging.coordinator
+    return {
+        "topic": o.topic,
+        "partition": o.partition,
+        "start_offset": o.start_offset,
+        "producer_id": o.producer_id,
+        "producer_epoch": o.producer_epoch,
+        "last_write_ms": o.last_timestamp_ms,
+        "age_s": max(0.0, (now_ms - o.last_timestamp_ms) / 1000),
+        "transactional_id": None if now is None else now.transactional_id,
+        "coordinator_state": None if now is None else now.state.value,
+        "aborted": aborted,
+        "error": error,
+    }
+
+
+def hanging_report(
+    entries: list[HangingDict], older_than_ms: int, partitions_checked: int
+) -> HangingReportDict:
+    return {
+        "version": 1,
+        "older_than_ms": older_than_ms,
+        "partitions_checked": partitions_checked,
+        "hanging": entries,
+    }
+
+
+def max_transaction_timeout_ms(config: Mapping[str, Any]) -> int:
+    """The brokers' ``transaction.max.timeout.ms`` (Kafka's default when not read)."""
+    return int(config.get("transaction.max.timeout.ms", 900_000))
