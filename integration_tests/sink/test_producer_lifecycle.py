@@ -57,8 +57,8 @@ from connectors.kafka.sink.writer import ExactlyOnceWriter
 config, topic, tid, ending, keep = json.loads(sys.argv[1]), *sys.argv[2:6]
 
 class Writer(ExactlyOnceWriter):
-    def _open(self):
-        self.kept = super()._open()
+    def _open(self, topic):
+        self.kept = super()._open(topic)
         return self.kept
 
 batch = pa.RecordBatch.from_pydict(json.loads(sys.argv[6]))
@@ -81,8 +81,8 @@ class _KeepsProducer(ExactlyOnceWriter):
     kept: Producer | None = None
     cycle: object = None
 
-    def _open(self) -> Producer:
-        self.kept = super()._open()
+    def _open(self, topic: str) -> Producer:
+        self.kept = super()._open(topic)
         return self.kept
 
 
@@ -254,7 +254,9 @@ def test_close_aborts_the_open_transaction_which_is_why_the_writer_never_calls_i
     assert producer.flush(30) == 0
     open_txn = describe(admin, tid)
     assert open_txn.state == TxnState.ONGOING
-    committable = Committable(tid, open_txn.producer_id, open_txn.epoch, RECORDS)
+    committable = Committable(
+        tid, open_txn.producer_id, open_txn.epoch, RECORDS, start_time_ms=open_txn.start_time_ms
+    )
 
     producer.close()
 

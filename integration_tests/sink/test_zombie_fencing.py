@@ -22,7 +22,7 @@ from confluent_kafka import Producer
 
 from checkpoint.model import Committable
 from connectors.kafka.sink.committer import KafkaCommitter
-from connectors.kafka.sink.errors import TransactionLostError
+from connectors.kafka.sink.errors import CommitUndeterminedError
 from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.sink.writer import DeliveryFailed, ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin
@@ -42,8 +42,8 @@ class _KeepsProducer(ExactlyOnceWriter):
 
     kept: Producer | None = None
 
-    def _open(self) -> Producer:
-        self.kept = super()._open()
+    def _open(self, topic: str) -> Producer:
+        self.kept = super()._open(topic)
         return self.kept
 
 
@@ -54,9 +54,9 @@ class _RivalStartsAfterFlush(ExactlyOnceWriter):
     rival: Callable[[], Producer]
     rival_producer: Producer | None = None
 
-    def _own_producer_id_and_epoch(self) -> tuple[int, int]:
+    def _describe_own_transaction(self) -> Committable:
         self.rival_producer = self.rival()
-        return super()._own_producer_id_and_epoch()
+        return super()._describe_own_transaction()
 
 
 def task_input(attempt: str, count: int) -> pa.RecordBatch:
@@ -169,8 +169,9 @@ def test_an_aborted_pre_commit_is_not_taken_for_the_next_commit_of_its_id(
     admin: TransactionAdmin,
     committer: KafkaCommitter,
 ) -> None:
-    """The driver aborts A's transaction (EndTxn abort, as recovery does), then the id's next
-    transaction B commits. Committing A afterwards must fail: its records are lost."""
+    """The driver aborts A's transaction (a fence, as recovery does), then the id's next
+    transaction B commits. Committing A afterwards must fail, never pass for B's commit: the
+    coordinator shows only B, so A's outcome is undetermined (its records are in fact lost)."""
     bootstrap, topic, config, _ = setting
     tid = setting.naming.transactional_id(0, 0)
     committable_a = ExactlyOnceWriter(config, topic, [tid], 30.0).write_and_pre_commit(
@@ -183,7 +184,7 @@ def test_an_aborted_pre_commit_is_not_taken_for_the_next_commit_of_its_id(
     committer.commit(committable_b)
     wait_until_committed(admin, committable_b)
 
-    with pytest.raises(TransactionLostError):
+    with pytest.raises(CommitUndeterminedError, match="cannot be shown to have committed"):
         committer.commit(committable_a)
     assert values(bootstrap, topic, "read_committed") == Counter(
         task_input("b", 2)["value"].to_pylist()

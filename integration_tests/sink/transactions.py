@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from confluent_kafka import Consumer, TopicPartition
+
 from checkpoint.model import Committable
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnDescription, TxnState
@@ -34,3 +36,22 @@ def wait_until_committed(admin: TransactionAdmin, committable: Committable) -> N
             return
         assert time.monotonic() < deadline, f"commit did not complete: {now}"
         time.sleep(0.2)
+
+
+def stable_and_end(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    """(last stable offset, high watermark) of a partition: equal unless a transaction is
+    open on it, and a transaction that no coordinator tracks (a hanging one) keeps them apart
+    for good."""
+    offsets = []
+    for isolation in ("read_committed", "read_uncommitted"):
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "none", "isolation.level": isolation}
+        )
+        try:
+            _, end = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=10, cached=False
+            )
+        finally:
+            consumer.close()
+        offsets.append(end)
+    return offsets[0], offsets[1]
