@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from connectors.kafka.txn_state import TxnState
+from integration_tests.sink.conftest import on_kafka
 from integration_tests.sink.harness import (
     ALL,
     BATCH_0,
@@ -27,7 +28,7 @@ from integration_tests.sink.harness import (
     assert_ran,
     fed_pipeline,
 )
-from kafka_eos.cluster import KafkaCluster
+from kafka_eos.cluster import SUPPORTED_KAFKA_VERSIONS, KafkaCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -70,6 +71,9 @@ def test_a_crash_in_task_before_pre_commit(pipeline: Pipeline) -> None:
     assert pipeline.uncommitted() == ALL + written_by_killed_attempt
 
 
+# The smoke case on every supported release: the restart fences the dead attempt's
+# pre-committed transactions (its producers could have written on under transactions V1).
+@on_kafka(*SUPPORTED_KAFKA_VERSIONS)
 def test_b_crash_after_pre_commit_before_decision(pipeline: Pipeline) -> None:
     _crash_then_recover(pipeline, "driver.before_decision@1")
     assert pipeline.store().checkpoint_ids() == [0]  # batch 1 never decided

@@ -33,6 +33,7 @@ from checkpoint.deadline import Deadline
 from checkpoint.model import Committable
 from connectors.kafka.end_txn import EndTxnTarget
 from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.errors import CommitUndeterminedError
 from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.sink.writer import DeliveryFailed, ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin
@@ -281,3 +282,65 @@ def test_find_hanging_finds_a_transaction_no_coordinator_tracks_and_aborts_it(
     assert values(setting.bootstrap, setting.topic, "read_committed") == Counter()
     again = _txn("find-hanging", *cluster, "--topic", setting.topic, "--older-than", "0s")
     assert again.exit_code == 0, again.output
+
+
+def test_a_zombie_of_a_resubmitted_stage_starts_apart_and_never_fences_the_new_attempt(
+    setting: Setting, admin: TransactionAdmin
+) -> None:
+    """Finding 3. After a FetchFailed, a zombie of the old stage attempt and the new stage
+    attempt's task are both attempt 0. The zombie described its slot (free) and has not yet
+    initialized its producer when the new attempt runs whole and is verified. When both
+    started at the slot of attempt 0, the zombie's init_transactions then aborted the verified
+    transaction (a loud loss after the decision). Their task attempt ids start them apart."""
+    config, topic = setting.config, setting.topic
+    zombie = ExactlyOnceWriter(config, topic, setting.naming.slots(0, 0, 17), 30.0)
+    new = ExactlyOnceWriter(config, topic, setting.naming.slots(0, 0, 42), 30.0)
+    committer = setting.committer()
+    verified: list[Committable] = []
+    described = zombie._producer_on_a_free_id
+
+    def the_new_attempt_runs_meanwhile(topic: str) -> tuple[Producer, str]:
+        chosen = described(topic)
+        verified.append(new.write_and_pre_commit(1, [rows("new", 4, 0)]))
+        committer.verify(1, verified)
+        return chosen
+
+    zombie._producer_on_a_free_id = the_new_attempt_runs_meanwhile  # type: ignore[method-assign]
+    try:
+        late = zombie.write_and_pre_commit(1, [rows("zombie", 2, 1)])
+        assert late.transactional_id != verified[0].transactional_id
+        committer.verify(1, verified)  # still the open transaction the new attempt left
+        committer.abort_lingering(verified)  # the driver's sweep fences the zombie's
+        committer.commit(verified[0])
+    finally:
+        committer.close()
+    assert values(setting.bootstrap, setting.topic, "read_committed") == written(rows("new", 4, 0))
+    assert describe(admin, late.transactional_id).state != TxnState.ONGOING
+
+
+@on_kafka("3.9.2", "4.4.0")
+def test_a_late_attempt_after_the_commit_leaves_the_outcome_undetermined_never_lost(
+    setting: Setting, admin: TransactionAdmin
+) -> None:
+    """Finding 4. The driver committed a decided transaction and died before confirming the
+    batch; meanwhile a late attempt of its task took the same id and ended its own
+    transaction (CompleteAbort at a higher epoch). The restart's re-driven commit is refused,
+    and the coordinator shows only the later transaction. That used to be reported as a loss
+    ("will never be visible"), and the runbook had the operator re-process records that were
+    committed. It is undetermined: the sink stops and says the records may be visible."""
+    decided_rows = rows("decided", 3, 0)
+    decided = setting.writer().write_and_pre_commit(1, [decided_rows])
+    committer = setting.committer()
+    try:
+        committer.commit(decided)
+        late = Producer({**setting.config, "transactional.id": decided.transactional_id})
+        late.init_transactions(30)
+        late.begin_transaction()
+        late.produce(setting.topic, value=b"late", partition=1)
+        assert late.flush(30) == 0
+        late.abort_transaction(30)
+        with pytest.raises(CommitUndeterminedError, match="Its records may be visible"):
+            committer.commit(decided)  # the restart's recovery re-drives the decision
+    finally:
+        committer.close()
+    assert values(setting.bootstrap, setting.topic, "read_committed") == written(decided_rows)

@@ -14,6 +14,8 @@ from cli_fakes import FakeAdmin, FakeCommitter, ongoing
 from click.testing import Result
 
 from checkpoint.model import Committable
+from connectors.kafka.sink.naming import OwnedId
+from connectors.kafka.sink.owners import Entry, Registration
 from connectors.kafka.txn_state import TxnState
 from kafka_eos.commands import txn
 
@@ -206,3 +208,49 @@ def test_errors_never_echo_a_secret(run, monkeypatch) -> None:
     result = run("list", *BOOTSTRAP, "-X", "sasl.password=hunter2")
     assert result.exit_code == 2
     assert "hunter2" not in result.stderr and "***" in result.stderr
+
+
+@pytest.fixture
+def registered(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """The owner registry answers that the query of the ids registered ``minutes`` ago."""
+
+    def answer(minutes: int) -> None:
+        at = int(time.time() * 1000) - minutes * 60_000
+
+        def locate(admin: object, cluster: str, ids: Any) -> dict[OwnedId, Entry]:
+            return {OwnedId("orders", "0a1b2c3d"): Registration("s3a://b/chk/orders", at)}
+
+        monkeypatch.setattr(txn, "locate_queries", locate)
+
+    return answer
+
+
+def test_aborting_the_transactions_of_a_query_registered_within_the_hour_warns_and_asks(
+    run, cluster, checkpoint_location, registered
+) -> None:
+    """A running query registers its location at most hourly: aborting its transactions fails
+    its batch, and one it decides after this command read its decisions is lost. Every path
+    warns and asks then, even with --checkpoint-location, which alone does not ask."""
+    registered(10)
+    location = checkpoint_location([Committable("other-0", 1, 1, 1)])
+    args = ("abort", *BOOTSTRAP, "--prefix", "orders", "--checkpoint-location", location)
+    refused = run(*args, input="n\n")
+    assert refused.exit_code == 1 and cluster.aborted == []
+    assert "WARNING: the query of prefix 'orders', owner 0a1b2c3d" in refused.stderr
+    assert "registered 10 min ago" in refused.stderr and "Stop the query first" in refused.stderr
+    assert run(*args, "--json").exit_code == 2 and cluster.aborted == []
+    confirmed = run(*args, "--yes")
+    assert confirmed.exit_code == 0, confirmed.output
+    assert "WARNING: the query of prefix 'orders'" in confirmed.stderr  # said, even with --yes
+    assert [c.transactional_id for c in cluster.aborted] == ["orders-0", "orders-1"]
+
+
+def test_a_query_that_registered_long_ago_is_not_taken_for_a_running_one(
+    run, cluster, checkpoint_location, registered
+) -> None:
+    registered(120)
+    location = checkpoint_location([Committable("other-0", 1, 1, 1)])
+    result = run("abort", *BOOTSTRAP, "--prefix", "orders", "--checkpoint-location", location)
+    assert result.exit_code == 0, result.output
+    assert "WARNING" not in result.stderr
+    assert [c.transactional_id for c in cluster.aborted] == ["orders-0", "orders-1"]
