@@ -79,6 +79,17 @@ class Setting:
     def writer(self, attempt: int = 0) -> ExactlyOnceWriter:
         return ExactlyOnceWriter(self.config, self.topic, self.naming.slots(0, attempt, 0), 30.0)
 
+    def open_transaction(self, tid: str, prefix: str, count: int) -> Producer:
+        """A producer of ``tid`` with ``count`` records of partition 0 flushed into an open
+        transaction; it lives on, as a worker the driver gave up on does."""
+        producer = Producer({**self.config, "transactional.id": tid})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for i in range(count):
+            producer.produce(self.topic, value=f"{prefix}-{i}".encode(), partition=0)
+        assert producer.flush(30) == 0
+        return producer
+
     def committer(self) -> KafkaCommitter:
         return KafkaCommitter(self.config, self.naming, timeout_s=30)
 
@@ -105,12 +116,7 @@ def test_the_driver_fences_an_aborted_attempt_that_writes_on_and_the_replay_comm
     ``query.stop()``): the driver's abort must fence it, so that those records are refused.
     The replay then takes slot 0 again (its transaction ended) and commits only its own."""
     tid = setting.naming.transactional_id(0, 0)
-    attempt = Producer({**setting.config, "transactional.id": tid})
-    attempt.init_transactions(30)
-    attempt.begin_transaction()
-    for i in range(5):
-        attempt.produce(setting.topic, value=f"first-{i}".encode(), partition=0)
-    assert attempt.flush(30) == 0
+    attempt = setting.open_transaction(tid, "first", 5)
     now = describe(admin, tid)
     committer = setting.committer()
     try:
@@ -237,12 +243,7 @@ def test_find_hanging_finds_a_transaction_no_coordinator_tracks_and_aborts_it(
     ``txn list`` cannot see it. ``txn find-hanging`` finds it on the partition and, with
     ``--abort``, ends it with an abort marker, as ``kafka-transactions.sh abort`` does."""
     tid = f"{setting.naming.prefix}-other-tool"
-    producer = Producer({**setting.config, "transactional.id": tid})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(3):
-        producer.produce(setting.topic, value=f"aborted-{i}".encode(), partition=0)
-    assert producer.flush(30) == 0
+    producer = setting.open_transaction(tid, "aborted", 3)
     now = describe(admin, tid)
     ended = admin.end_transactions(
         [EndTxnTarget(tid, now.producer_id, now.epoch)], commit=False, deadline=Deadline(30)
