@@ -313,3 +313,44 @@ def test_the_sink_writes_what_sparks_sink_writes(
     assert any(r[2] is None for r in ours) and any(r[3] is None for r in ours)
     assert any(r[4] for r in ours) == headers  # headers made it through, if any
     assert Counter(ours) == Counter(spark_records)
+
+
+def test_a_keyed_row_without_a_partition_lands_where_sparks_sink_puts_it(
+    spark: SparkSession, topics: Topics, tmp_path: Path
+) -> None:
+    """Spark's sink leaves the partition to the Java producer's default partitioner: murmur2
+    of the key. kafka-eos uses librdkafka's ``murmur2_random``, the same hash, so a job moved
+    from ``format("kafka")`` keeps every key on its partition (per-key order across the
+    switch, and co-partitioning with every Java producer of the topic). librdkafka's own
+    default (``consistent_random``, CRC32) would put most keys elsewhere."""
+    keys = [f"customer-{i}" for i in range(1000)]
+    source = create_topic(topics.bootstrap, partitions=3)
+    producer = Producer({"bootstrap.servers": topics.bootstrap})
+    for i, key in enumerate(keys):
+        producer.produce(source, key=key, value=str(i), partition=i % 3)
+    assert producer.flush(30) == 0
+    placed: dict[str, dict[bytes, int]] = {}
+    for format_name in FORMATS:
+        output = create_topic(topics.bootstrap, partitions=7)
+        query = (
+            spark.readStream.format("kafka-eos")
+            .option("kafka.bootstrap.servers", topics.bootstrap)
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("key", "value")
+            .writeStream.format(format_name)
+            .option("kafka.bootstrap.servers", topics.bootstrap)
+            .option("topic", output)
+            .option("checkpointLocation", str(tmp_path / format_name))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(240)
+        assert query.exception() is None and not query.isActive
+        placed[format_name] = {
+            r.key: r.partition for r in drain(topics.bootstrap, output, "read_committed")
+        }
+    spark_placed, ours = (placed[f] for f in FORMATS)
+    assert len(spark_placed) == len(keys) and len(set(spark_placed.values())) == 7
+    assert ours == spark_placed

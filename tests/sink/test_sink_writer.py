@@ -67,3 +67,16 @@ def test_a_tasks_producer_connects_at_once_unless_the_user_says_otherwise(
     )
     own = writer_class({**UNREACHABLE, "enable.sparse.connections": True}, "out", 1.0)
     assert own._producer_config({})["enable.sparse.connections"] is True
+
+
+@pytest.mark.parametrize("writer_class", [AtLeastOnceWriter, NoGuaranteeWriter])
+def test_a_row_without_a_partition_goes_where_sparks_sink_puts_it_unless_the_user_says_otherwise(
+    writer_class: type[AtLeastOnceWriter] | type[NoGuaranteeWriter],
+) -> None:
+    """Spark's sink uses the Java producer's default partitioner (murmur2 of the key):
+    librdkafka's murmur2_random, not its own default consistent_random (CRC32)."""
+    assert writer_class(UNREACHABLE, "out", 1.0)._producer_config({})["partitioner"] == (
+        "murmur2_random"
+    )
+    own = writer_class({**UNREACHABLE, "partitioner": "consistent_random"}, "out", 1.0)
+    assert own._producer_config({})["partitioner"] == "consistent_random"

@@ -75,6 +75,9 @@ _STATS_INTERVAL_MS = 20
 # How far the coordinator's clock (a transaction's start time) may be ahead of the executor's
 # (when the first record was acknowledged) before a transaction counts as begun too late.
 CLOCK_SKEW_TOLERANCE_MS = 5_000
+# librdkafka's name for the Java client's default partitioner: murmur2 of the key (a random
+# partition for a null key, where Java's sticks to one per batch).
+SPARKS_PARTITIONER = "murmur2_random"
 # A partition's statistics that count its records: transmitted, or still queued or in flight.
 _SENT_COUNTS = ("txmsgs", "msgs", "msgq_cnt", "xmit_msgq_cnt", "msgs_inflight")
 # Where the coordinator's describe says an id is free to take: nothing open on it, and any
@@ -165,6 +168,11 @@ class _BaseWriter:
             # one, or an idempotent one's producer id) finds no broker connected and waits
             # 50-500 ms to retry.
             "enable.sparse.connections": False,
+            # Spark's sink leaves a row without a partition to the Java producer's default
+            # partitioner, murmur2 of the key: a key lands where it did before the switch to
+            # kafka-eos, and where every Java producer of the topic puts it. librdkafka's own
+            # default (consistent_random, CRC32) would move most keys.
+            "partitioner": SPARKS_PARTITIONER,
             **self._config,
             **extra,
             "on_delivery": self._delivery,
