@@ -60,6 +60,10 @@ class CoordinatorCall(Protocol):
     """One kind of request about transactional ids, sent to their coordinators."""
 
     retriable: tuple[type[Exception], ...]  # answers worth another try (moved ones included)
+    # Failures of a sent request after which it may have been taken (a lost answer, a
+    # timeout): reported as the id's answer, never sent again. Empty for a request that is
+    # safe to repeat (describe, EndTxn); lookups and probes are always retried.
+    unsure: tuple[type[Exception], ...]
     versioned: bool  # whether requests() needs the coordinator's own API versions
 
     def requests(self, ids: list[str], versions: Mapping[int, int]) -> list[tuple[Any, list[str]]]:
@@ -279,6 +283,8 @@ class _Batch:
                 del self._probing[node]
             if future.succeeded():
                 on(node, states, future.value)
+            elif on == self._answered and isinstance(future.exception, self._call.unsure):
+                self._unsure(node, states, future.exception)
             else:
                 self._failed(node, states, future.exception)
 
@@ -315,6 +321,15 @@ class _Batch:
                 self._answers[s.tid] = CoordinatorAnswer(
                     error, value, coordinator_id=node, attempts=s.failures + 1
                 )
+
+    def _unsure(self, node: int | None, states: list[_Id], exc: Exception) -> None:
+        """The request went out and no answer came: it may have been taken, so it is the
+        id's answer (the caller looks before it sends again)."""
+        for s in states:
+            self._answers[s.tid] = CoordinatorAnswer(
+                type(exc), detail=f"{exc!r} from broker {node}", coordinator_id=node,
+                attempts=s.failures + 1,
+            )  # fmt: skip
 
     def _failed(self, node: int | None, states: list[_Id], exc: Exception) -> None:
         if not isinstance(exc, self._call.retriable):

@@ -94,6 +94,7 @@ class EndTxnCall:
     """EndTxn, one request per id, at the version its coordinator speaks."""
 
     retriable = RETRIABLE_END_TXN_ERRORS
+    unsure = ()  # EndTxn names its transaction's epoch: a repeat is refused or idempotent
     versioned = True
 
     def __init__(self, targets: Mapping[str, EndTxnTarget], commit: bool) -> None:

@@ -90,12 +90,31 @@ def fenced(target: EndTxnTarget, now: TxnDescription | None) -> bool:
     )
 
 
+# Answers and failures that prove an InitProducerId was not taken: the request may be sent
+# again at once (after a new coordinator lookup).
+_NOT_TAKEN: tuple[type[Exception], ...] = (
+    Errors.CoordinatorLoadInProgressError,
+    Errors.NotCoordinatorError,
+    Errors.CoordinatorNotAvailableError,
+    Errors.NodeNotReadyError,  # refused before it was sent
+    Errors.UnknownBrokerIdError,
+)
+# Failures after the request went out: it may have been taken. Sending it again without a
+# describe could fence a transaction a new producer began meanwhile (the coordinator does not
+# check the epoch of an Ongoing transaction), so these come back as answers.
+_MAYBE_TAKEN: tuple[type[Exception], ...] = tuple(
+    e for e in COORDINATOR_MOVED_ERRORS if e not in _NOT_TAKEN
+)
+
+
 class InitProducerIdCall:
     """InitProducerId at the target's producer id and epoch, one request per id. Only answers
-    that say the request was not taken are retried by the caller of the coordinators; every
-    other answer, CONCURRENT_TRANSACTIONS included, comes back to :func:`fence_all`."""
+    that prove the request was not taken are retried by the caller of the coordinators; every
+    other answer (CONCURRENT_TRANSACTIONS, a lost answer, a timeout) comes back to
+    :func:`fence_all`, which describes the id before it sends again."""
 
-    retriable = (Errors.CoordinatorLoadInProgressError, *COORDINATOR_MOVED_ERRORS)
+    retriable = _NOT_TAKEN
+    unsure = _MAYBE_TAKEN
     versioned = False
 
     def __init__(self, targets: Mapping[str, EndTxnTarget], timeout_ms: Mapping[str, int]) -> None:
@@ -126,13 +145,14 @@ SendInit = Callable[
     [Mapping[str, EndTxnTarget], Mapping[str, int], Deadline], Mapping[str, CoordinatorAnswer]
 ]
 
-# An answer after which the id is described again: the fence is under way, or another
-# producer moved the epoch on (the describe then shows it fenced).
+# An answer after which the id is described again: the fence is under way, another producer
+# moved the epoch on (the describe then shows it fenced), or the answer was lost.
 _DESCRIBE_AGAIN = (
     Errors.ConcurrentTransactionsError,
     Errors.InvalidProducerEpochError,
     Errors.ProducerFencedError,
     Errors.InvalidProducerIdMappingError,
+    *_MAYBE_TAKEN,
 )
 
 

@@ -57,6 +57,7 @@ class _DescribeCall:
     """DescribeTransactions, one request per coordinator."""
 
     retriable = RETRIABLE_END_TXN_ERRORS
+    unsure = ()  # a describe changes nothing
     versioned = False
 
     def requests(self, ids: list[str], versions: Mapping[int, int]) -> list[tuple[Any, list[str]]]:

@@ -58,14 +58,15 @@ class TxnDescription:
     def is_abort_of(self, producer_id: int, epoch: int, start_time_ms: int) -> bool:
         """Whether the transaction of (producer_id, epoch) that began at ``start_time_ms`` is
         aborted or aborting: the id shows an abort with that very start time, at the epoch of
-        the transaction or a later one (a timeout or a fence bumps it). Without a start time,
-        an abort at E or E + 1 (what a timeout shows), but no later one: that may be a later
-        transaction of the id, begun after this one committed."""
-        if self.state not in _ABORTED or self.producer_id != producer_id:
-            return False
-        if start_time_ms >= 0:
-            return self.start_time_ms == start_time_ms
-        return self.epoch in (epoch, epoch + 1)
+        the transaction or a later one (a timeout or a fence bumps it). Never without a start
+        time: an abort at E + 1 may be a later transaction of the id, begun after this one
+        committed (a late attempt that took the id and aborted its own)."""
+        return (
+            start_time_ms >= 0
+            and self.state in _ABORTED
+            and self.producer_id == producer_id
+            and self.start_time_ms == start_time_ms
+        )
 
     def is_commit_of(
         self, producer_id: int, epoch: int, *, bump_possible: bool, start_time_ms: int = -1

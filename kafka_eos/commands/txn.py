@@ -278,10 +278,10 @@ def find_hanging_command(
 
 def _abort_one(committer: KafkaCommitter, hanging: Hanging, now_ms: int) -> HangingDict:
     try:
-        abort_hanging(committer.admin.kafka_admin, hanging)
+        refused = abort_hanging(committer.admin.kafka_admin, hanging)
     except Errors.KafkaError as exc:
         return hanging_dict(hanging, now_ms, aborted=False, error=str(exc))
-    return hanging_dict(hanging, now_ms, aborted=True)
+    return hanging_dict(hanging, now_ms, aborted=refused is None, error=refused)
 
 
 def _duration(option: str, text: str) -> int:

@@ -15,7 +15,11 @@ A transaction counts as hanging when a partition's leader reports it open
 (DescribeProducers: a current transaction start offset), its producer's last write is older
 than ``older_than_ms`` (by default the brokers' ``transaction.max.timeout.ms``: no live
 transaction is older), and no coordinator holds a transaction of that producer id that is
-open (or being ended) and includes the partition.
+open (or being ended) and includes the partition. That is judged only while every partition
+of the transaction log has a leader: a coordinator that is offline answers nothing, and the
+decided transaction whose markers it has yet to write would look hanging (aborting it would
+lose part of a committed batch). One whose coordinator shows it committed at that epoch is
+never aborted, and each one is looked at again on its partition just before its marker.
 
 Reports are built as the JSON-ready dicts below first, and printed second, as in
 :mod:`kafka_eos.operations.lingering`.
@@ -36,6 +40,7 @@ from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnDescription, TxnState
 from kafka_eos.operations.lingering import LingeringTransactionError
 
+TRANSACTION_LOG = "__transaction_state"
 # A coordinator transaction in one of these states still owns its partitions' open records:
 # they are being written, or their markers are.
 _TRACKED = frozenset(
@@ -141,6 +146,7 @@ def find_hanging(
 ) -> list[Hanging]:
     """Every transaction open on ``partitions`` for longer than ``older_than_ms`` that no
     coordinator tracks."""
+    _require_every_coordinator(admin.kafka_admin)
     candidates = [
         o
         for o in open_on_partitions(admin.kafka_admin, partitions)
@@ -160,6 +166,45 @@ def find_hanging(
     return hanging
 
 
+def _require_every_coordinator(admin: KafkaAdminClient) -> None:
+    """Refuse to judge while a partition of the transaction log has no leader: its
+    transactions' coordinator answers nothing, and they would look hanging."""
+    [log] = admin.describe_topics([TRANSACTION_LOG])
+    if Errors.for_code(log["error_code"]) is Errors.UnknownTopicOrPartitionError:
+        return  # no transaction was ever coordinated here
+    leaderless = sorted(p["partition_index"] for p in log["partitions"] if p["leader_id"] < 0)
+    if log["error_code"] or leaderless:
+        raise LingeringTransactionError(
+            f"{TRANSACTION_LOG} partitions {leaderless or 'all'} have no leader: the "
+            "transactions they coordinate cannot be seen, and one whose markers are not yet "
+            "written would look hanging (aborting it could drop part of a committed batch). "
+            "Bring the brokers that hold them back first"
+        )
+
+
+def committed_by_its_coordinator(hanging: Hanging) -> bool:
+    """Its coordinator shows that producer id's transaction committed at that very epoch:
+    its COMMIT marker is still to come, and an abort marker would lose its records."""
+    o, now = hanging.open, hanging.coordinator
+    return (
+        now is not None
+        and now.state in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT)
+        and (now.producer_id, now.epoch) == (o.producer_id, o.producer_epoch)
+    )
+
+
+def still_open(admin: KafkaAdminClient, hanging: Hanging) -> bool:
+    """The partition still reports the same transaction open (producer id, epoch, start
+    offset): looked at again just before its marker, after the operator's confirmation."""
+    o = hanging.open
+    tp = TopicPartition(o.topic, o.partition)
+    return any(
+        (now.producer_id, now.producer_epoch, now.start_offset)
+        == (o.producer_id, o.producer_epoch, o.start_offset)
+        for now in open_on_partitions(admin, [tp])
+    )
+
+
 def _coordinator_transactions(
     admin: TransactionAdmin, producer_ids: set[int]
 ) -> Mapping[int, list[TxnDescription]]:
@@ -174,9 +219,17 @@ def _coordinator_transactions(
     return by_producer
 
 
-def abort_hanging(admin: KafkaAdminClient, hanging: Hanging) -> None:
+def abort_hanging(admin: KafkaAdminClient, hanging: Hanging) -> str | None:
     """Write an abort marker for the hanging transaction to its partition (WriteTxnMarkers,
-    as ``kafka-transactions.sh abort`` does); the leader checks the producer id and epoch."""
+    as ``kafka-transactions.sh abort`` does; the leader checks the producer id and epoch), or
+    say why not."""
+    if committed_by_its_coordinator(hanging):
+        return (
+            "not aborted: its coordinator committed it at this epoch, and its COMMIT marker is "
+            "still to come; check the brokers' logs for the failed marker write"
+        )
+    if not still_open(admin, hanging):
+        return "not aborted: no longer open on its partition"
     o = hanging.open
     admin.abort_transaction(
         AbortTransactionSpec(
@@ -186,6 +239,7 @@ def abort_hanging(admin: KafkaAdminClient, hanging: Hanging) -> None:
             o.coordinator_epoch,
         )
     )
+    return None
 
 
 def hanging_dict(

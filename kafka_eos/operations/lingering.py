@@ -239,19 +239,24 @@ LIVE_WITHIN_MS = 3_600_000
 
 
 def live_queries(queries: Mapping[OwnedId, Entry], *, now_ms: int) -> list[str]:
-    """A warning for each query that registered its location within the last hour: aborting
-    its transactions while it runs fails its batch at best, and a transaction it decides
-    between this command's check of its decisions and the abort is lost."""
-    return [
-        f"the query of prefix {owned.prefix!r}, owner {owned.owner} ({entry.describe(now_ms)}) "
-        "may be running: its sink registered within the last hour. Aborting a running "
-        "query's transactions fails its batch, and one it decides meanwhile is lost. Stop "
-        "the query first"
-        for owned, entry in sorted(
-            queries.items(), key=lambda item: (item[0].prefix, item[0].owner)
+    """A warning for each query that registered its location within the last hour, or whose
+    registration cannot be read: aborting its transactions while it runs fails its batch at
+    best, and a transaction it decides between this command's check of its decisions and the
+    abort is lost."""
+    warnings = []
+    for owned, entry in sorted(queries.items(), key=lambda q: (q[0].prefix, q[0].owner)):
+        query = f"the query of prefix {owned.prefix!r}, owner {owned.owner}"
+        if isinstance(entry, Unknown):
+            why = f"cannot tell whether it runs ({entry.reason})"
+        elif now_ms - entry.registered_ms < LIVE_WITHIN_MS:
+            why = f"({entry.describe(now_ms)}) may be running: its sink registered within the hour"
+        else:
+            continue
+        warnings.append(
+            f"{query} {why}. Aborting a running query's transactions fails its batch, and one "
+            "it decides meanwhile is lost. Stop the query first"
         )
-        if isinstance(entry, Registration) and now_ms - entry.registered_ms < LIVE_WITHIN_MS
-    ]
+    return warnings
 
 
 def abort_lingering(

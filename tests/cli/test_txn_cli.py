@@ -15,7 +15,7 @@ from click.testing import Result
 
 from checkpoint.model import Committable
 from connectors.kafka.sink.naming import OwnedId
-from connectors.kafka.sink.owners import Entry, Registration
+from connectors.kafka.sink.owners import Entry, Registration, Unknown
 from connectors.kafka.txn_state import TxnState
 from kafka_eos.commands import txn
 
@@ -254,3 +254,19 @@ def test_a_query_that_registered_long_ago_is_not_taken_for_a_running_one(
     assert result.exit_code == 0, result.output
     assert "WARNING" not in result.stderr
     assert [c.transactional_id for c in cluster.aborted] == ["orders-0", "orders-1"]
+
+
+def test_a_query_whose_registration_cannot_be_read_is_not_taken_for_a_stopped_one(
+    run, cluster, checkpoint_location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without READ on the owner registry's group (or a release before it), nothing says the
+    query stopped: the command warns and asks as for a running one."""
+    unknown = Unknown("GroupAuthorizationFailedError reading its consumer group")
+    monkeypatch.setattr(
+        txn, "locate_queries", lambda *args: {OwnedId("orders", "0a1b2c3d"): unknown}
+    )
+    location = checkpoint_location([Committable("other-0", 1, 1, 1)])
+    args = ("abort", *BOOTSTRAP, "--prefix", "orders", "--checkpoint-location", location)
+    refused = run(*args, input="n\n")
+    assert refused.exit_code == 1 and cluster.aborted == []
+    assert "cannot tell whether it runs (GroupAuthorizationFailedError" in refused.stderr

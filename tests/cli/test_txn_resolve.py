@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from cli_fakes import FakeAdmin, FakeCommitter, ongoing
+from cli_fakes import NOW_MS, FakeAdmin, FakeCommitter, ongoing
 from click.testing import Result
 
 from checkpoint.model import Committable, Snapshot
@@ -20,9 +20,11 @@ from connectors.kafka.txn_state import TxnState
 from kafka_eos.commands import txn
 
 BOOTSTRAP = ("--bootstrap-servers", "broker:9092")
-COMMITTED = Committable("orders-0", 7, 3, 100, (("out", 0),))
-COMMITTABLE = Committable("orders-1", 8, 4, 200, (("out", 1),))
-LOST = Committable("orders-2", 9, 5, 300, (("out", 2),))
+# Began 90 s before NOW_MS: the start time the fake coordinator shows for each (cli_fakes).
+STARTED = NOW_MS - 90_000
+COMMITTED = Committable("orders-0", 7, 3, 100, (("out", 0),), STARTED)
+COMMITTABLE = Committable("orders-1", 8, 4, 200, (("out", 1),), STARTED)
+LOST = Committable("orders-2", 9, 5, 300, (("out", 2),), STARTED)
 NOTHING_WRITTEN = Committable.nothing_written("orders-3")
 ACCEPT = ("--accept-loss", "--reason", "INC-42: replayed by hand")
 

@@ -76,13 +76,15 @@ OUTCOMES = [
     ("still open as decided", at(TxnState.ONGOING, P, E, START), False, OK, OK),
     # Evidence that this very transaction was aborted: its own start time, kept through the
     # abort on every version (the timeout and a fence bump the epoch).
-    ("aborted at its timeout", at(TxnState.COMPLETE_ABORT, P, E + 1, START), False, L, L),
-    ("aborting", at(TxnState.PREPARE_ABORT, P, E + 1, START), False, L, L),
-    ("aborted at its epoch", at(TxnState.COMPLETE_ABORT, P, E, START), False, L, L),
+    # Without a start time an abort is never taken for this transaction's: it may be a later
+    # one's, begun after this one committed (a late attempt that aborted its own).
+    ("aborted at its timeout", at(TxnState.COMPLETE_ABORT, P, E + 1, START), False, L, U),
+    ("aborting", at(TxnState.PREPARE_ABORT, P, E + 1, START), False, L, U),
+    ("aborted at its epoch", at(TxnState.COMPLETE_ABORT, P, E, START), False, L, U),
     # The id moved on: what the coordinator shows is a later transaction, a fence or nothing,
     # and says nothing of this one. It may have committed first: never call it lost.
     ("a later transaction aborted", at(TxnState.COMPLETE_ABORT, P, E + 2, LATER), False, U, U),
-    ("a later one aborted at E + 1", at(TxnState.COMPLETE_ABORT, P, E + 1, LATER), False, U, L),
+    ("a later one aborted at E + 1", at(TxnState.COMPLETE_ABORT, P, E + 1, LATER), False, U, U),
     ("a later one committed", at(TxnState.COMPLETE_COMMIT, P, E + 2, LATER), True, U, U),
     ("V1: E + 1 committed is later", at(TxnState.COMPLETE_COMMIT, P, E + 1, LATER), False, U, U),
     ("begun again at its epoch", at(TxnState.ONGOING, P, E, LATER), False, U, OK),

@@ -86,7 +86,7 @@ def test_another_location_with_the_same_prefix_is_foreign_never_owned() -> None:
     [
         "orders-x-1",  # the ids of a query whose prefix is 'orders-x'
         "orders-x-0123abcd-1-0",
-        "orders-0123abcd-1-8",  # beyond the slots
+        "orders-0123abcd-1-32",  # beyond the slots
         "orders-0123ABCD-1-0",
         "orders-0123abcd-1",
         "orders-",
@@ -178,7 +178,7 @@ def test_a_derived_prefix_names_the_location_and_is_a_valid_prefix() -> None:
     [
         ("orders-0123abcd-3-1", OwnedId("orders", "0123abcd")),
         ("kafka-eos-q-1-2-0123abcd-0-7", OwnedId("kafka-eos-q-1-2", "0123abcd")),  # from the right
-        ("orders-0123abcd-3-8", None),  # no slot 8: not a kafka-eos id
+        ("orders-0123abcd-3-32", None),  # no slot 32: not a kafka-eos id
         ("orders-3", None),  # a release before owners names no owner
         ("connect-cluster-0", None),
     ],

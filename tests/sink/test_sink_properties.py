@@ -762,7 +762,7 @@ def test_a_seeded_bug_in_the_shipped_sink_is_found(bug: str) -> None:
 @pytest.mark.parametrize("v2", [False, True], ids=["V1", "V2"])
 def test_a_zombie_that_takes_a_committed_id_before_the_confirmation_is_no_loss(v2: bool) -> None:
     """A zombie of batch 0 from before a stage resubmission (attempt 0, starting at the slot
-    of the new attempt 0: their task attempt ids meet there one time in eight) opens its
+    of the new attempt 0: their task attempt ids meet there one time in 32) opens its
     transaction after the driver's EndTxn(commit) of that id and before the confirmation; the
     driver dies there. The restart's re-driven commit is fenced and the describe shows the id
     initialized again: the batch's records are visible, and the sink stops with the outcome

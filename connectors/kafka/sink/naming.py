@@ -33,7 +33,9 @@ from dataclasses import dataclass
 
 from checkpoint.store import canonical_location
 
-SLOTS_PER_TASK = 8
+# Two attempts of a task start at the same slot one time in SLOTS_PER_TASK (see slots()); the
+# ids are still bounded (task partitions x slots), for the coordinators' state.
+SLOTS_PER_TASK = 32
 NO_OWNER = "none (an id of a release before owners)"
 _OWNER = re.compile(r"[0-9a-f]{8}")
 DERIVED_PREFIX_START = "kafka-eos-"

@@ -6,6 +6,7 @@ that very transaction counts: the same producer id, and the start time the commi
 recorded (the coordinator keeps it through the commit and the abort). A later transaction of
 the id, a fence, another producer id or a forgotten id say nothing about it: the outcome is
 then undetermined, never "lost", because re-processing a batch that did commit duplicates it.
+A committable without a start time (decided by an earlier release) is never taken for lost.
 
 >>> from connectors.kafka.txn_state import TxnDescription, TxnState
 >>> decided = Committable("q-0", 7, 3, 10, (("out", 0),), start_time_ms=1_000)

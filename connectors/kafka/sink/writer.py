@@ -74,7 +74,7 @@ _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 _STATS_INTERVAL_MS = 20
 # How far the coordinator's clock (a transaction's start time) may be ahead of the executor's
 # (when the first record was acknowledged) before a transaction counts as begun too late.
-CLOCK_SKEW_TOLERANCE_MS = 5_000
+CLOCK_SKEW_TOLERANCE_MS = 60_000
 # librdkafka's name for the Java client's default partitioner: murmur2 of the key (a random
 # partition for a null key, where Java's sticks to one per batch).
 SPARKS_PARTITIONER = "murmur2_random"
@@ -335,19 +335,26 @@ class _BaseWriter:
 
 class _ProducerStats:
     """What librdkafka's statistics say of this producer: the producer id and epoch it holds,
-    whether a broker connection is up, the partitions it wrote to, and when a record was
-    first acknowledged (this process's clock)."""
+    whether a broker connection is up, when a record was first acknowledged (this process's
+    clock), and, from the last report, the partitions it wrote to. A report is parsed only
+    while one of the first three is unknown, and the last one once, at the pre-commit: a
+    report names every partition of the topics, hundreds of kilobytes every 20 ms for a large
+    topic."""
 
     def __init__(self) -> None:
         self.reports = 0
         self.producer_id_and_epoch: tuple[int, int] | None = None
         self.connected = False
-        self.partitions: frozenset[tuple[str, int]] = frozenset()
         self.first_acked_ms: int | None = None
+        self._last = "{}"
 
     def __call__(self, stats_json: str) -> None:
-        stats = json.loads(stats_json)
         self.reports += 1
+        self._last = stats_json
+        if self.producer_id_and_epoch is None or not self.connected or not self.first_acked_ms:
+            self._read(json.loads(stats_json))
+
+    def _read(self, stats: dict[str, Any]) -> None:
         eos = stats.get("eos") or {}
         if (
             self.producer_id_and_epoch is None
@@ -358,17 +365,25 @@ class _ProducerStats:
             self.producer_id_and_epoch = (eos["producer_id"], eos["producer_epoch"])
         brokers = (stats.get("brokers") or {}).values()
         self.connected = self.connected or any(b.get("state") == "UP" for b in brokers)
-        written, acked = set(self.partitions), False
-        for topic, per_topic in (stats.get("topics") or {}).items():
-            for partition in (per_topic.get("partitions") or {}).values():
-                # Sent, or queued to be: librdkafka's "msgs" stays 0 for some of its paths.
-                sent = any(partition.get(count, 0) > 0 for count in _SENT_COUNTS)
-                if partition.get("partition", -1) >= 0 and sent:
-                    written.add((topic, partition["partition"]))
-                    acked = acked or partition.get("acked_msgid", 0) > 0
-        self.partitions = frozenset(written)
+        acked = any(p.get("acked_msgid", 0) > 0 for _, p in _partitions(stats))
         if acked and self.first_acked_ms is None:
             self.first_acked_ms = int(time.time() * 1000)
+
+    def partitions(self) -> frozenset[tuple[str, int]]:
+        """Every partition the producer wrote to, as the last report counts them (once the
+        flush returned: sent and acknowledged)."""
+        return frozenset(
+            (topic, p["partition"])
+            for topic, p in _partitions(json.loads(self._last))
+            # Sent, or queued to be: librdkafka's "msgs" stays 0 for some of its paths.
+            if p.get("partition", -1) >= 0 and any(p.get(n, 0) > 0 for n in _SENT_COUNTS)
+        )
+
+
+def _partitions(stats: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for topic, per_topic in (stats.get("topics") or {}).items():
+        for partition in (per_topic.get("partitions") or {}).values():
+            yield topic, partition
 
 
 # This Python worker's transaction admins, kept from one task to the next (a failed task's
@@ -583,7 +598,7 @@ class ExactlyOnceWriter(_BaseWriter):
                 f"{now.producer_id}, epoch {now.epoch}. Another attempt of the same task "
                 "took the same transactional id at the same moment; Spark retries this one"
             )
-        missing = sorted(stats.partitions - set(now.partitions))
+        missing = sorted(stats.partitions() - set(now.partitions))
         acked_ms = stats.first_acked_ms or int(time.time() * 1000)
         if missing or now.start_time_ms > acked_ms + CLOCK_SKEW_TOLERANCE_MS:
             # The transaction was ended at this producer's own epoch while it wrote (under
