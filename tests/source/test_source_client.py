@@ -73,6 +73,8 @@ def test_keys_librdkafka_rejects_fail_naming_librdkafka() -> None:
 def test_transient_errors() -> None:
     assert is_transient(KafkaError(KafkaError._TRANSPORT))
     assert is_transient(KafkaError(KafkaError.LEADER_NOT_AVAILABLE))
+    # A leader elected a moment ago (seen after a broker was killed in a 3-node cluster).
+    assert is_transient(KafkaError(KafkaError.OFFSET_NOT_AVAILABLE))
     assert not is_transient(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
     # Gone or not known yet: the caller decides (range_reader confirms, then data loss).
     assert not is_transient(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))

@@ -41,6 +41,9 @@ _TRANSIENT = frozenset(
         KafkaError._ALL_BROKERS_DOWN,
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.NOT_LEADER_FOR_PARTITION,
+        # A new leader whose high watermark has not caught up yet (KIP-207), just after a
+        # broker died: it answers offset requests again within moments.
+        KafkaError.OFFSET_NOT_AVAILABLE,
     }
 )
 # "Unknown topic or partition": gone, or not known yet to the broker that answered. Neither
