@@ -354,3 +354,47 @@ def test_a_keyed_row_without_a_partition_lands_where_sparks_sink_puts_it(
     spark_placed, ours = (placed[f] for f in FORMATS)
     assert len(spark_placed) == len(keys) and len(set(spark_placed.values())) == 7
     assert ours == spark_placed
+
+
+def test_a_batch_write_writes_what_sparks_batch_sink_writes(
+    spark: SparkSession, topics: Topics, tmp_path: Path
+) -> None:
+    """``df.write`` in append mode, row for row: keys, values (nulls among them), headers, the
+    topic column, and a partition column that is null for some keyed rows, which the
+    partitioner then places (murmur2 of the key, in both). Both refuse ``overwrite``."""
+    written: dict[str, list[tuple[Any, ...]]] = {}
+    for format_name in FORMATS:
+        outputs = [create_topic(topics.bootstrap, partitions=3) for _ in range(2)]
+        frame = (
+            spark.read.format("kafka-eos")
+            .option("kafka.bootstrap.servers", topics.bootstrap)
+            .option("subscribe", topics.plain)
+            .option("includeHeaders", "true")
+            .load()
+            .selectExpr(
+                "key",
+                "value",
+                "headers",
+                "IF(key IS NULL OR offset % 2 = 0, CAST(partition % 3 AS INT), NULL) AS partition",
+                f"IF(offset % 3 = 0, '{outputs[0]}', '{outputs[1]}') AS topic",
+            )
+        )
+        writer = (
+            frame.write.format(format_name)
+            .option("kafka.bootstrap.servers", topics.bootstrap)
+            .option("checkpointLocation", str(tmp_path / format_name))
+        )
+        with pytest.raises(Exception, match=r"(?i)overwrite"):
+            writer.mode("overwrite").save()
+        writer.mode("append").save()
+        written[format_name] = [
+            (index, r.partition, r.key, r.value, r.headers)
+            for index, output in enumerate(outputs)
+            for r in drain(topics.bootstrap, output, "read_committed")
+        ]
+    spark_records, ours = (written[f] for f in FORMATS)
+    assert len(spark_records) == PLAIN_COUNT
+    assert Counter(r[0] for r in spark_records) == Counter({0: 12, 1: 18})
+    assert any(r[2] is None for r in ours) and any(r[3] is None for r in ours)
+    assert any(r[4] for r in ours)
+    assert Counter(ours) == Counter(spark_records)

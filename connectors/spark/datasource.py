@@ -1,7 +1,8 @@
 """The ``kafka-eos`` data source: a thin class that only picks the reader or writer.
 
 Like Flink's ``KafkaSink``, it wires parts together and holds no logic: the source lives in
-``connectors.spark.source``, the sink in ``connectors.spark.sink``. Both are imported lazily so
+``connectors.spark.source``, the sink in ``connectors.spark.sink`` (streams) and
+``connectors.spark.batch_sink`` (batch writes). Both are imported lazily so
 that a job that only reads never loads the sink (and the other way round).
 """
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
         DataSourceReader,
         DataSourceStreamReader,
         DataSourceStreamWriter,
+        DataSourceWriter,
     )
     from pyspark.sql.types import StructType
 
@@ -41,6 +43,11 @@ class KafkaEosDataSource(DataSource):
         from connectors.spark.source import KafkaStreamReader
 
         return KafkaStreamReader(self.options, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from connectors.spark.batch_sink import batch_writer
+
+        return batch_writer(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from connectors.spark.sink import stream_writer

@@ -70,6 +70,10 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 _BYTES = (StringType, BinaryType)
+# A batch write (connectors.spark.batch_sink) is checkpoint 0 of its location, decided with a
+# plan that starts with this; a stream must never take it for its own batch 0.
+BATCH_WRITE_ID = 0
+BATCH_WRITE_PLAN = "spark-batch-write:"
 COMMIT_MESSAGE_VERSION = 3  # 2: ids carry an owner and a slot; 3: committables a start time
 
 
@@ -133,13 +137,13 @@ def check_input_schema(
         )
 
 
-def _with_schema_files(sink: SinkOptions) -> SinkOptions:
+def with_schema_files(sink: SinkOptions) -> SinkOptions:
     """``sink`` with its Avro schema files read, on the driver (executors may not see them)."""
     avro = tuple(column.loaded(SinkOptionError) for column in sink.avro)
     return dataclasses.replace(sink, avro=avro) if avro else sink
 
 
-def _encoded(sink: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def encoded(sink: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The batches with their Avro columns encoded, each before it is produced: a value that
     does not fit its schema fails the task, and with exactly_once nothing of it is visible.
     A column without a schema takes its subject's latest here, in the task: never in the
@@ -150,15 +154,21 @@ def _encoded(sink: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     return BatchEncoder(columns, sink.topic).encode(batches)
 
 
-def _task() -> tuple[int, int, int, int]:
-    """(batch id, task partition, attempt number, task attempt id) of the running task."""
+def current_task() -> tuple[int | None, int, int, int]:
+    """(stream batch id, task partition, attempt number, task attempt id) of the running task;
+    the batch id is None in a batch write."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     if context is None:
         raise RuntimeError("the Kafka sink's write() must run inside a Spark task")
-    batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
-    return batch_id, context.partitionId(), context.attemptNumber(), context.taskAttemptId()
+    batch_id = context.getLocalProperty("streaming.sql.batchId")
+    return (
+        None if batch_id is None else int(batch_id),
+        context.partitionId(),
+        context.attemptNumber(),
+        context.taskAttemptId(),
+    )
 
 
 class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
@@ -193,37 +203,29 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             if sink.topic is not None:
                 committer.register_location([(sink.topic, 0)])
         except CheckpointCommitFailed as exc:
-            raise _loss_or(exc, None) from exc
+            raise loss_or(exc, None) from exc
         finally:
             committer.close()
         # The tasks' producers run with the checked timeout, pickled to them in the options;
         # so do the Avro schemas read from files, after the recovery they must not hold up.
-        self._sink = _with_schema_files(_startup_checks(sink))
+        self._sink = with_schema_files(startup_checks(sink))
         # Read here, on the driver, and pickled to the tasks: executors never read the
         # decisions, which may live where only the driver can reach them. Spark creates the
         # writer before it runs a batch, and only a batch's own commit() can decide it, so a
         # batch found here was decided by an earlier run: it is a replay.
         self._decided = frozenset(protocol.store.checkpoint_ids())
+        if BATCH_WRITE_ID in self._decided:
+            refuse_batch_write_location(protocol.store, exactly_once.checkpoint_location)
 
     def _protocol(self) -> tuple[TwoPhaseCommit, KafkaCommitter]:
-        sink, exactly_once = self._sink, self._exactly_once
-        committer = KafkaCommitter(
-            sink.producer_config,
-            self._naming,
-            sink.commit_timeout_s,
-            location=exactly_once.checkpoint_location,
-            prefix_derived=exactly_once.prefix_derived,
-        )
-        store = SnapshotStore(exactly_once.decision_location)
-        protocol = TwoPhaseCommit(
-            store, committer, pipeline_id=self._naming.prefix, sweeps_lingering=True
-        )
-        return protocol, committer
+        return exactly_once_protocol(self._sink, self._exactly_once, self._naming)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Step 2, in a task: produce, then pre-commit at the barrier (end of input)."""
         freeze_imported_heap()
-        batch_id, partition, attempt, task_attempt_id = _task()
+        batch_id, partition, attempt, task_attempt_id = current_task()
+        if batch_id is None:
+            raise RuntimeError("a stream's write() ran in a task without a batch id")
         crash_point(CrashPoint.TASK_BEGIN, checkpoint_id=batch_id)
         candidates = self._naming.slots(partition, attempt, task_attempt_id)
         if batch_id in self._decided:
@@ -238,7 +240,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             self._sink.flush_timeout_s,
             commit_timeout_s=self._sink.commit_timeout_s,
         )
-        committable = writer.write_and_pre_commit(batch_id, _encoded(self._sink, iterator))
+        committable = writer.write_and_pre_commit(batch_id, encoded(self._sink, iterator))
         # A task can still fail after its pre-commit (its result lost on the way to the driver):
         # its transaction is then a lingering one, which the driver aborts.
         crash_point(CrashPoint.TASK_AFTER_PRE_COMMIT, checkpoint_id=batch_id)
@@ -247,7 +249,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Step 3, on the driver: the completion notification."""
         plan = spark_plan_of(self._exactly_once, batchId)
-        committables = _committables(messages, batchId)
+        committables = committables_of(messages, batchId)
         protocol, committer = self._protocol()
         try:
             crash_point(CrashPoint.DRIVER_BEFORE_DECISION, checkpoint_id=batchId)
@@ -258,7 +260,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             # without the topic option learns its partitions only from its output.
             committer.register_location(p for c in committables for p in c.partitions)
         except CheckpointCommitFailed as exc:
-            raise _loss_or(exc, batchId) from exc
+            raise loss_or(exc, batchId) from exc
         finally:
             committer.close()
 
@@ -266,12 +268,12 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
         """Step 4, on the driver: roll back; a decided batch is left for recovery to commit."""
         protocol, committer = self._protocol()
         try:
-            protocol.abort(batchId, _committables(messages, batchId), reason="spark-abort")
+            protocol.abort(batchId, committables_of(messages, batchId), reason="spark-abort")
         finally:
             committer.close()
 
 
-def _loss_or(exc: CheckpointCommitFailed, batch_id: int | None) -> Exception:
+def loss_or(exc: CheckpointCommitFailed, batch_id: int | None) -> Exception:
     """A decided batch's transaction that cannot be confirmed as committed (lost, or
     undetermined) must surface its own message, even when another transaction's failure (a
     timeout) came first; a definite loss before an undetermined one."""
@@ -282,24 +284,44 @@ def _loss_or(exc: CheckpointCommitFailed, batch_id: int | None) -> Exception:
     return first.in_batch(exc.checkpoint_id if batch_id is None else batch_id, exc.failed)
 
 
+def refuse_batch_write_location(store: SnapshotStore, location: str) -> None:
+    """A stream must not start on a batch write's location: it would take the write's
+    decision for its own batch 0 and skip that batch's rows."""
+    recorded = store.get(BATCH_WRITE_ID)
+    if recorded is not None and (recorded.plan or "").startswith(BATCH_WRITE_PLAN):
+        raise ConfigError(
+            f"option 'checkpointLocation' = {location!r} holds the decision of a batch write "
+            "(df.write.format('kafka-eos')), not of this stream: give the stream a "
+            "checkpoint location of its own"
+        )
+
+
+def exactly_once_protocol(
+    sink: SinkOptions, exactly_once: ExactlyOnceOptions, naming: TransactionalIdNaming
+) -> tuple[TwoPhaseCommit, KafkaCommitter]:
+    """The commit path of a stream's batch or of a batch write, over the decisions kept at
+    the checkpoint location. Built afresh for each driver call: Spark may make each call in
+    another process."""
+    committer = KafkaCommitter(
+        sink.producer_config,
+        naming,
+        sink.commit_timeout_s,
+        location=exactly_once.checkpoint_location,
+        prefix_derived=exactly_once.prefix_derived,
+    )
+    store = SnapshotStore(exactly_once.decision_location)
+    protocol = TwoPhaseCommit(store, committer, pipeline_id=naming.prefix, sweeps_lingering=True)
+    return protocol, committer
+
+
 class FlushingStreamWriter(DataSourceStreamArrowWriter):
     """``at_least_once`` and ``none``: each task flushes at its barrier; nothing to commit."""
 
     def __init__(self, sink: SinkOptions) -> None:
-        self._sink = _with_schema_files(sink)
+        self._sink = with_schema_files(sink)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        freeze_imported_heap()
-        writer_class = (
-            AtLeastOnceWriter
-            if self._sink.guarantee == DeliveryGuarantee.AT_LEAST_ONCE
-            else NoGuaranteeWriter
-        )
-        writer = writer_class(
-            self._sink.producer_config, self._sink.topic, self._sink.flush_timeout_s
-        )
-        writer.write_and_flush(_encoded(self._sink, iterator))
-        return WriterCommitMessage()
+        return flush_task(self._sink, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Records are visible as soon as they are flushed."""
@@ -308,7 +330,17 @@ class FlushingStreamWriter(DataSourceStreamArrowWriter):
         """Flushed records cannot be taken back; Spark's replay may duplicate them."""
 
 
-def _committables(messages: list[WriterCommitMessage | None], batch_id: int) -> list[Committable]:
+def flush_task(sink: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+    """A task of ``at_least_once`` or ``none``: produce, and flush at the end of its input."""
+    freeze_imported_heap()
+    at_least_once = sink.guarantee == DeliveryGuarantee.AT_LEAST_ONCE
+    writer_class = AtLeastOnceWriter if at_least_once else NoGuaranteeWriter
+    writer = writer_class(sink.producer_config, sink.topic, sink.flush_timeout_s)
+    writer.write_and_flush(encoded(sink, iterator))
+    return WriterCommitMessage()
+
+
+def committables_of(messages: list[WriterCommitMessage | None], batch_id: int) -> list[Committable]:
     result = []
     for message in messages:
         if message is None:
@@ -376,7 +408,7 @@ def _spark_log_entry(exactly_once: ExactlyOnceOptions, name: str) -> bytes:
     return logged
 
 
-def _startup_checks(sink: SinkOptions) -> SinkOptions:
+def startup_checks(sink: SinkOptions) -> SinkOptions:
     """Fail fast on timeouts that would break the guarantee (rules EOS001, EOS002, EOS004).
     Without ``kafka.transaction.timeout.ms``, the sink runs with a timeout chosen from the
     brokers' maximum, checked by the same rules; the tasks get it inside the options."""

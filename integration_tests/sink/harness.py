@@ -58,6 +58,7 @@ class Pipeline:
     location: str | None = None  # how the job spells the checkpoint location, if not as a path
     hits_dir: Path | None = None  # the crash points' record of the last run with a fault
     avro: bool = False  # values are Avro records {"n": long} (NUMBER), in and out
+    batch: bool = False  # one batch write of the numbers (df.write), not a stream
 
     @property
     def transactional_id_prefix(self) -> str:
@@ -166,6 +167,8 @@ class Pipeline:
             command += ["--stop-when", str(stop_when)]
         if self.avro:
             command += ["--avro"]
+        if self.batch:
+            command += ["--batch"]
         # A session of its own: a crash point kills the whole group, never the test.
         return subprocess.Popen(
             command,

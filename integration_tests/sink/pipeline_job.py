@@ -1,8 +1,9 @@
 """The pipeline under test, run as its own process so that a test can kill -9 it.
 
 numbers 0..count-1 -> Spark -> kafka-eos sink (exactly-once) -> output topic, one record per
-number with key = value = the number. The numbers come from the test source, or with
-``--input-topic`` from Kafka through the kafka-eos source. ``KAFKA_EOS_CRASH_AT`` in the
+number with key = value = the number: a stream, or with ``--batch`` one batch write. The
+numbers come from the test source, or with ``--input-topic`` from Kafka through the kafka-eos
+source. ``KAFKA_EOS_CRASH_AT`` in the
 environment picks the moment to die (``checkpoint.crashpoints``).
 """
 
@@ -13,6 +14,8 @@ import json
 import os
 import sys
 import time
+
+from pyspark.sql import SparkSession
 
 from checkpoint.crashpoints import PGID_ENV
 from connectors.spark import register
@@ -37,6 +40,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--option", action="append", default=[], help="sink option key=value")
     parser.add_argument("--stop-when", help="call query.stop() once this file exists")
     parser.add_argument("--avro", action="store_true", help="values are Avro {n: long}")
+    parser.add_argument(
+        "--batch", action="store_true", help="one batch write (df.write) of the numbers"
+    )
     args = parser.parse_args(argv)
     # Crash points anywhere (driver, JVM, Python workers) kill this job's whole group.
     os.environ[PGID_ENV] = str(os.getpgrp())
@@ -45,6 +51,8 @@ def main(argv: list[str]) -> int:
     spark.dataSource.register(NumbersSource)
     register(spark)
     avro = {"valueFormat": "avro", "valueSchema": json.dumps(NUMBER_SCHEMA)} if args.avro else {}
+    if args.batch:
+        return _batch_write(spark, args)
     if args.input_topic:
         numbers = (
             spark.readStream.format("kafka-eos")
@@ -86,6 +94,27 @@ def main(argv: list[str]) -> int:
             time.sleep(0.2)
         query.stop()  # what a user's stop does: mid-batch when the file came mid-batch
     query.awaitTermination()
+    spark.stop()
+    return 0
+
+
+def _batch_write(spark: SparkSession, args: argparse.Namespace) -> int:
+    """The numbers in ``--partitions`` tasks, written by one ``df.write``."""
+    writer = (
+        spark.range(args.count, numPartitions=args.partitions)
+        .selectExpr("CAST(id AS STRING) AS key", "CAST(id AS STRING) AS value")
+        .write.format("kafka-eos")
+        .mode("append")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("topic", args.topic)
+        .option("checkpointLocation", args.checkpoint)
+    )
+    if args.prefix:
+        writer = writer.option("transactionalIdPrefix", args.prefix)
+    for pair in args.option:
+        key, _, value = pair.partition("=")
+        writer = writer.option(key, value)
+    writer.save()
     spark.stop()
     return 0
 

@@ -52,8 +52,8 @@ def test_schema_files_are_read_on_the_driver_after_recovery(tmp_path) -> None:
     path.write_text(json.dumps(SCHEMA))
     sink = SinkOptions.parse(options(tmp_path, valueSchemaFile=str(path)))
     assert sink.avro[0].schema is None, "not read while the options are parsed"
-    read = spark_sink._with_schema_files(sink)
+    read = spark_sink.with_schema_files(sink)
     assert read.avro[0].schema is not None and read.avro[0].schema_file is None
     path.unlink()
     with pytest.raises(SinkOptionError, match=r"valueSchemaFile=.*cannot read"):
-        spark_sink._with_schema_files(sink)
+        spark_sink.with_schema_files(sink)

@@ -30,8 +30,8 @@ from connectors.kafka.sink.records import records_of
 from connectors.spark.sink import (
     COMMIT_MESSAGE_VERSION,
     KafkaCommitMessage,
-    _committables,
     check_input_schema,
+    committables_of,
 )
 
 
@@ -145,7 +145,7 @@ def test_commit_messages_are_versioned_and_picklable() -> None:
     assert pickle.loads(pickle.dumps(message)) == message
 
 
-def test_committables_keep_the_written_transactions_in_task_order() -> None:
+def test_committables_of_keep_the_written_transactions_in_task_order() -> None:
     other = Committable("q-2", 4002, 0, 1)
     messages: list[WriterCommitMessage | None] = [
         KafkaCommitMessage(5, WROTE),
@@ -153,12 +153,12 @@ def test_committables_keep_the_written_transactions_in_task_order() -> None:
         KafkaCommitMessage(5, NOTHING),  # no input: no transaction to commit
         KafkaCommitMessage(5, other),
     ]
-    assert _committables(messages, 5) == [WROTE, other]
+    assert committables_of(messages, 5) == [WROTE, other]
 
 
 def test_no_message_means_nothing_to_commit() -> None:
-    assert _committables([], 0) == []
-    assert _committables([None, KafkaCommitMessage(0, NOTHING)], 0) == []
+    assert committables_of([], 0) == []
+    assert committables_of([None, KafkaCommitMessage(0, NOTHING)], 0) == []
 
 
 @pytest.mark.parametrize(
@@ -174,7 +174,7 @@ def test_a_message_of_another_release_is_refused_not_misread(
     message: WriterCommitMessage,
 ) -> None:
     with pytest.raises(ConfigError) as caught:
-        _committables([KafkaCommitMessage(5, WROTE), message], 5)
+        committables_of([KafkaCommitMessage(5, WROTE), message], 5)
     text = str(caught.value)
     assert f"batch 5: a task returned {message!r}" in text
     assert f"not a version {COMMIT_MESSAGE_VERSION} kafka-eos commit message" in text
@@ -183,4 +183,4 @@ def test_a_message_of_another_release_is_refused_not_misread(
 
 def test_a_message_of_another_batch_is_refused() -> None:
     with pytest.raises(ConfigError, match="batch"):
-        _committables([KafkaCommitMessage(4, WROTE)], 5)
+        committables_of([KafkaCommitMessage(4, WROTE)], 5)

@@ -136,10 +136,10 @@ class SparkOnModelKafka(RuleBasedStateMachine):
         machine, clock = self, self.clock
         patches = [
             self.disk.mounted(),
-            mock.patch.object(spark_sink, "_startup_checks", lambda sink: sink),
+            mock.patch.object(spark_sink, "startup_checks", lambda sink: sink),
             mock.patch.object(spark_sink, "spark_query_id", lambda sink: "query-1"),
             mock.patch.object(spark_sink, "spark_plan_of", lambda sink, n: f"offsets-{n}"),
-            mock.patch.object(spark_sink, "_task", lambda: machine.task),
+            mock.patch.object(spark_sink, "current_task", lambda: machine.task),
             mock.patch.object(spark_sink, "SnapshotStore", machine.store),
             mock.patch.object(
                 spark_sink, "KafkaCommitter", functools.partial(KafkaCommitter, wall_clock=clock)

@@ -5,6 +5,8 @@ They say what happened, to which batch and transaction, why it usually happens, 
 
 from __future__ import annotations
 
+import time
+
 from checkpoint.errors import KafkaEosError
 from checkpoint.store import canonical_location
 from connectors.kafka.sink.owners import Entry, Registration
@@ -213,3 +215,30 @@ def _abort_advice(
         "abort --transactional-id <id> --checkpoint-location <its checkpoint>`: without its "
         "checkpoint location the abort cannot tell a batch that query decided, and would drop it"
     )
+
+
+class AlreadyWrittenError(KafkaEosError):
+    """A batch write's location holds a decided write: writing again would duplicate it."""
+
+    code = "KAFKA_EOS.SINK.ALREADY_WRITTEN"
+
+    def __init__(
+        self, location: str, decided_at_ms: int | None, transactions: int, finished_now: bool
+    ) -> None:
+        when = (
+            "at an unknown time"
+            if decided_at_ms is None
+            else time.strftime("at %Y-%m-%d %H:%M:%S UTC", time.gmtime(decided_at_ms / 1000))
+        )
+        commits = (
+            "the run that decided it died before its commits, which were finished now"
+            if finished_now
+            else "it was committed"
+        )
+        super().__init__(
+            f"option 'checkpointLocation' = {location!r} holds the decision of a batch write, "
+            f"taken {when} over {transactions} transactions, and {commits}: its rows are in "
+            "Kafka once. This write did not run, so that they are not written twice. If this "
+            "job reruns that write, its output is complete. To write new rows, give this write "
+            "a checkpointLocation of its own (one per write)."
+        )

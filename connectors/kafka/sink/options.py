@@ -81,7 +81,8 @@ class SinkOptions:
         self._sanity_check()
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
+    def parse(cls, options: Mapping[str, str], *, batch: bool = False) -> SinkOptions:
+        """``batch``: the options of ``df.write`` rather than ``df.writeStream``."""
         read = OptionReader.of(options, SinkOptionError)
         producer = {
             k[len("kafka.") :]: v for k, v in read.options.items() if k.startswith("kafka.")
@@ -115,7 +116,7 @@ class SinkOptions:
             )
         exactly_once = None
         if guarantee == DeliveryGuarantee.EXACTLY_ONCE:
-            exactly_once = _exactly_once(read)
+            exactly_once = _exactly_once(read, batch)
         avro = avro_columns(read, SinkOptionError, source=False)
         topic = read.get("topic") or None
         if topic is None and any(column.registry is not None for column in avro):
@@ -152,9 +153,20 @@ class SinkOptions:
             )
 
 
-def _exactly_once(read: OptionReader) -> ExactlyOnceOptions:
+def _exactly_once(read: OptionReader, batch: bool) -> ExactlyOnceOptions:
     """The checkpoint location is required; the prefix is derived from it when not given."""
     checkpoint_location = read.get("checkpointLocation") or None
+    if checkpoint_location is None and batch:
+        raise SinkOptionError(
+            "checkpointLocation",
+            None,
+            "deliveryGuarantee exactly_once needs a location for a batch write too, one per "
+            "write: the sink keeps the write's commit decision there, so that a rerun after a "
+            "driver crash finishes the commits of a decided write and writes nothing again: "
+            ".write.option('checkpointLocation', '<path or URI>'). Or set deliveryGuarantee "
+            "at_least_once, as Spark's own sink (a failed job may leave rows visible, and its "
+            "rerun writes them again)",
+        )
     if checkpoint_location is None:
         raise SinkOptionError(
             "checkpointLocation",

@@ -1,0 +1,174 @@
+"""The Spark side of batch writes: ``df.write.format("kafka-eos").mode("append").save()``.
+
+A batch write is one checkpoint: checkpoint 0 of its ``checkpointLocation``, which holds one
+write and no more. The protocol is the stream's (:mod:`connectors.spark.sink`), run once:
+
+1. Driver, when Spark creates the writer: recovery of a decided write (R1: a run that died
+   after its decision has its commits finished), then the refusal to write again where a
+   write was decided (:class:`AlreadyWrittenError`), then the startup checks.
+2. Each write task (executor): the end of its input is its barrier. It produces into one
+   transaction on one of its task's transactional ids and pre-commits: flush, no commit.
+3. Driver, ``commit(messages)`` once every task succeeded: ``TwoPhaseCommit.complete``: abort
+   this write's lingering transactions (dead attempts, a crashed earlier run), verify every
+   committable, write the decision, commit every transaction, confirm.
+4. Driver, ``abort(messages)``: fence what the tasks left open, unless the write is decided.
+
+Nothing is visible before step 3's decision: a job that fails before it leaves only open
+transactions, which ``abort`` fences, or the transaction timeout aborts when the driver died,
+or the rerun's commit sweeps. After the decision the write is complete whatever crashes: the
+rerun commits what is left, and then refuses to write the rows a second time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from checkpoint.crashpoints import CrashPoint, checkpoint_scope, crash_point
+from checkpoint.errors import CheckpointCommitFailed, ConfigError
+from checkpoint.store import canonical_location, read_location
+from connectors.kafka.sink.errors import AlreadyWrittenError
+from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
+from connectors.kafka.sink.options import ExactlyOnceOptions, SinkOptions
+from connectors.kafka.sink.writer import ExactlyOnceWriter
+from connectors.spark.sink import (
+    BATCH_WRITE_ID,
+    BATCH_WRITE_PLAN,
+    KafkaCommitMessage,
+    check_input_schema,
+    committables_of,
+    current_task,
+    encoded,
+    exactly_once_protocol,
+    flush_task,
+    loss_or,
+    startup_checks,
+    with_schema_files,
+)
+from connectors.spark.worker_heap import freeze_imported_heap
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    from checkpoint.two_phase_commit import TwoPhaseCommit
+    from connectors.kafka.sink.committer import KafkaCommitter
+
+
+def batch_writer(
+    options: dict[str, str], schema: StructType, overwrite: bool
+) -> DataSourceArrowWriter:
+    """Pick the writer for the delivery guarantee, as :func:`~connectors.spark.sink.stream_writer`
+    does for streams."""
+    if overwrite:
+        raise ConfigError(
+            "kafka-eos cannot write in save mode 'overwrite': a Kafka topic is appended to, "
+            "never replaced. Use .mode('append')"
+        )
+    sink = SinkOptions.parse(options, batch=True)
+    check_input_schema(schema, sink.topic, avro={column.column for column in sink.avro})
+    if sink.exactly_once is not None:
+        return ExactlyOnceBatchWriter(sink, sink.exactly_once)
+    return FlushingBatchWriter(sink)
+
+
+class ExactlyOnceBatchWriter(DataSourceArrowWriter):
+    """One two-phase commit across the job's tasks, with the driver as coordinator."""
+
+    def __init__(self, sink: SinkOptions, exactly_once: ExactlyOnceOptions) -> None:
+        location = exactly_once.checkpoint_location
+        if read_location(f"{location.rstrip('/')}/metadata") is not None:
+            raise ConfigError(
+                f"option 'checkpointLocation' = {location!r} is a streaming query's checkpoint "
+                "(Spark's metadata file is there): give the batch write a location of its own"
+            )
+        self._sink = sink
+        self._exactly_once = exactly_once
+        # Stable across reruns of the write, so that a rerun sweeps what a crashed run left.
+        self._naming = TransactionalIdNaming(
+            exactly_once.transactional_id_prefix,
+            owner_of(BATCH_WRITE_PLAN + canonical_location(location)),
+        )
+        # This run's own plan: another run's decision at the location never passes for it.
+        self._plan = f"{BATCH_WRITE_PLAN}{uuid.uuid4().hex}"
+        protocol, committer = self._protocol()
+        try:
+            # Step 1: a decided write's commits first, even if the checks below fail.
+            finished = protocol.recover_decided()
+        except CheckpointCommitFailed as exc:
+            raise loss_or(exc, BATCH_WRITE_ID) from exc
+        finally:
+            committer.close()
+        decided = protocol.store.get(BATCH_WRITE_ID)
+        if decided is not None:
+            raise AlreadyWrittenError(
+                location,
+                decided.decided_at_ms,
+                len(decided.committables),
+                finished_now=BATCH_WRITE_ID in finished,
+            )
+        self._sink = with_schema_files(startup_checks(sink))
+
+    def _protocol(self) -> tuple[TwoPhaseCommit, KafkaCommitter]:
+        return exactly_once_protocol(self._sink, self._exactly_once, self._naming)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        """Step 2, in a task: produce, then pre-commit at the barrier (end of input)."""
+        freeze_imported_heap()
+        crash_point(CrashPoint.TASK_BEGIN, checkpoint_id=BATCH_WRITE_ID)
+        _, partition, attempt, task_attempt_id = current_task()
+        writer = ExactlyOnceWriter(
+            self._sink.producer_config,
+            self._sink.topic,
+            self._naming.slots(partition, attempt, task_attempt_id),
+            self._sink.flush_timeout_s,
+            commit_timeout_s=self._sink.commit_timeout_s,
+        )
+        committable = writer.write_and_pre_commit(BATCH_WRITE_ID, encoded(self._sink, iterator))
+        crash_point(CrashPoint.TASK_AFTER_PRE_COMMIT, checkpoint_id=BATCH_WRITE_ID)
+        return KafkaCommitMessage(BATCH_WRITE_ID, committable)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Step 3, on the driver, once every task succeeded."""
+        committables = committables_of(messages, BATCH_WRITE_ID)
+        protocol, committer = self._protocol()
+        try:
+            crash_point(CrashPoint.DRIVER_BEFORE_DECISION, checkpoint_id=BATCH_WRITE_ID)
+            with checkpoint_scope(BATCH_WRITE_ID):
+                protocol.complete(BATCH_WRITE_ID, committables, plan=self._plan)
+            crash_point(CrashPoint.DRIVER_AFTER_COMMIT, checkpoint_id=BATCH_WRITE_ID)
+            committer.register_location(p for c in committables for p in c.partitions)
+        except CheckpointCommitFailed as exc:
+            raise loss_or(exc, BATCH_WRITE_ID) from exc
+        finally:
+            committer.close()
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Step 4, on the driver: fence what the tasks left open; a decided write is left for
+        its rerun to commit."""
+        protocol, committer = self._protocol()
+        try:
+            protocol.abort(
+                BATCH_WRITE_ID, committables_of(messages, BATCH_WRITE_ID), reason="spark-abort"
+            )
+        finally:
+            committer.close()
+
+
+class FlushingBatchWriter(DataSourceArrowWriter):
+    """``at_least_once`` and ``none``: each task flushes at its end, as Spark's own sink."""
+
+    def __init__(self, sink: SinkOptions) -> None:
+        self._sink = with_schema_files(sink)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return flush_task(self._sink, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Records are visible as soon as they are flushed."""
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Flushed records cannot be taken back; a rerun of the job writes them again."""
