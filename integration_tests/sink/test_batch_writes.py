@@ -3,7 +3,8 @@
 Each job writes the numbers 0..299 from two tasks in one batch write, in a process group of
 its own that a crash point kills whole (driver, JVM, Python workers). A read_committed drain
 then counts every number, key by key: nothing may be visible before the decision, and after
-the rerun every number is there exactly once.
+the rerun every number is there exactly once. A write that crashes nothing, and its rerun,
+run in the suite's shared SparkSession (``test_conformance.py``).
 """
 
 from __future__ import annotations
@@ -37,17 +38,6 @@ def write(kafka: KafkaCluster, tmp_path: Path) -> Pipeline:
 
 def _refused_as_written(result_stderr: str) -> None:
     assert "KAFKA_EOS.SINK.ALREADY_WRITTEN" in result_stderr, result_stderr[-4000:]
-
-
-def test_a_batch_write_writes_each_row_once_and_a_rerun_writes_nothing(write: Pipeline) -> None:
-    assert_ran(write.run())
-    assert_exactly_once(write)
-    assert write.store().is_confirmed(0)
-    rerun = write.run()
-    assert rerun.returncode != 0
-    _refused_as_written(rerun.stderr)
-    assert "it was committed" in rerun.stderr
-    assert_exactly_once(write)
 
 
 def test_a_driver_killed_between_the_decision_and_the_commits(write: Pipeline) -> None:
