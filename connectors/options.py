@@ -156,17 +156,17 @@ class OptionReader:
 
     def check_names(
         self,
-        side: str,
         ours: Iterable[str],
         *,
         tolerated: Iterable[str] = (),
-        prefixes: tuple[str, ...] = ("kafka.",),
+        prefixes: tuple[str, ...] = ("kafka.", "schema.registry."),
         log: logging.Logger,
     ) -> None:
         """Options that are neither ``ours`` nor under ``prefixes``: a near miss of one of ours
         fails with "did you mean"; one Spark's ``kafka`` format accepts on this side and
         ignores (``tolerated``) is accepted as Spark accepts it; any other is warned about
         once per process (this runs where the query is planned: the driver)."""
+        side = self.error.side
         known = {name.lower() for name in ours}
         quiet = {name.lower() for name in tolerated}
         for key in sorted(self.options):

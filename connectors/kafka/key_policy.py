@@ -193,7 +193,7 @@ JAVA_KEYS: Mapping[str, JavaKey] = {
     "partitioner.class": JavaKey(
         "partitioner",
         "Java's DefaultPartitioner becomes murmur2_random (the same hash, the sink's default); "
-        "any other class is refused: " + _PARTITIONER_FIX.split(": ", 1)[1],
+        "any other class is refused: set kafka.partitioner to one of librdkafka's partitioners",
         _partitioner,
     ),
     "sasl.jaas.config": JavaKey(

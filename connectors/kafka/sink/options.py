@@ -98,13 +98,7 @@ class SinkOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         read = OptionReader.of(options, SinkOptionError)
-        read.check_names(
-            "sink",
-            _OPTIONS,
-            tolerated=SPARK_KAFKA_OPTIONS,
-            prefixes=("kafka.", "schema.registry."),
-            log=_log,
-        )
+        read.check_names(_OPTIONS, tolerated=SPARK_KAFKA_OPTIONS, log=_log)
         producer = checked_client_config(read.options, SINK, "producer", SinkOptionError)
         bootstrap = read.required(
             "kafka.bootstrap.servers",

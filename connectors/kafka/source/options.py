@@ -185,13 +185,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
     read = OptionReader.of(options, SourceOptionError)
     opts = read.options
     client = librdkafka_config(opts)
-    read.check_names(
-        "source",
-        _OPTIONS,
-        tolerated=SPARK_KAFKA_OPTIONS,
-        prefixes=("kafka.", "schema.registry."),
-        log=_log,
-    )
+    read.check_names(_OPTIONS, tolerated=SPARK_KAFKA_OPTIONS, log=_log)
     parsed = SourceOptions(
         bootstrap_servers=read.required("kafka.bootstrap.servers", "host1:9092,host2:9092"),
         subscription=_subscription(opts),
