@@ -18,12 +18,15 @@ maxOffsetsPerTrigger='0' is not valid: expected a positive whole number, e.g. 10
 
 from __future__ import annotations
 
+import difflib
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 from checkpoint.errors import ConfigError
+from connectors.redact import REDACTED, is_secret_key
 
 # ASCII digits only: str.isdigit() also takes '²', which int() then refuses.
 _DIGITS = re.compile(r"[0-9]+")
@@ -56,10 +59,11 @@ class OptionError(ConfigError):
 
     def __init__(self, option: str, value: object, fix: str) -> None:
         self.option = option
-        self.value = value
+        self.value = REDACTED if value is not None and is_secret_key(option) else value
         self.fix = fix
         owner = f"kafka-eos {self.side} option" if self.side else "kafka-eos option"
-        super().__init__(f"{owner} {option}={value!r} is not valid: {fix}")
+        # A secret (kafka.sasl.jaas.config, a password) is never shown: Spark logs the error.
+        super().__init__(f"{owner} {option}={self.value!r} is not valid: {fix}")
 
 
 def duration_ms(option: str, text: str | int, *, error: type[OptionError] = OptionError) -> int:
@@ -87,6 +91,14 @@ def format_duration(ms: int) -> str:
         count, rest = divmod(rest, int(_UNIT_MS[unit]))
         out += f"{count}{unit}" if count else ""
     return out + (f"{rest}ms" if rest else "")
+
+
+def near_miss(text: str, words: Iterable[str]) -> str | None:
+    """The one of ``words`` that ``text`` most likely misspells (case-insensitive), if any:
+    the "did you mean" of an unknown option or keyword."""
+    by_lower = {word.lower(): word for word in words}
+    close = difflib.get_close_matches(text.strip().lower(), by_lower, n=1, cutoff=0.8)
+    return by_lower[close[0]] if close else None
 
 
 def is_digits(text: str) -> bool:
@@ -122,6 +134,10 @@ def choice(
     return value
 
 
+# (side, option) pairs already warned about in this process.
+_WARNED: set[tuple[str, str]] = set()
+
+
 @dataclass(frozen=True)
 class OptionReader:
     """Spark's options, read case-insensitively (Spark hands them over lower-cased) with the
@@ -137,6 +153,36 @@ class OptionReader:
 
     def get(self, name: str) -> str | None:
         return self.options.get(name.lower())
+
+    def check_names(
+        self,
+        ours: Iterable[str],
+        *,
+        tolerated: Iterable[str] = (),
+        prefixes: tuple[str, ...] = ("kafka.", "schema.registry."),
+        log: logging.Logger,
+    ) -> None:
+        """Options that are neither ``ours`` nor under ``prefixes``: a near miss of one of ours
+        fails with "did you mean"; one Spark's ``kafka`` format accepts on this side and
+        ignores (``tolerated``) is accepted as Spark accepts it; any other is warned about
+        once per process (this runs where the query is planned: the driver)."""
+        side = self.error.side
+        known = {name.lower() for name in ours}
+        quiet = {name.lower() for name in tolerated}
+        for key in sorted(self.options):
+            if key in known or key.startswith(prefixes):
+                continue
+            if key in quiet:
+                log.debug(
+                    "kafka-eos %s: option %r is ignored, as Spark's kafka format does", side, key
+                )
+                continue
+            guess = near_miss(key, ours)
+            if guess is not None:
+                raise self.error(key, self.options[key], f"unknown option: did you mean {guess}?")
+            if (side, key) not in _WARNED:
+                _WARNED.add((side, key))
+                log.warning("kafka-eos %s: unknown option %r is ignored", side, key)
 
     def __contains__(self, name: str) -> bool:
         return name.lower() in self.options

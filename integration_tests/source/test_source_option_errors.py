@@ -45,7 +45,7 @@ def topic(kafka: KafkaCluster, topic_factory) -> str:
     [
         ({"assign": '{"x": [0]}'}, "several are set; set exactly one of subscribe"),
         ({"kafka.auto.offset.reset": "earliest"}, "kafka.auto.offset.reset='earliest'"),
-        ({"kafka.no.such.key": "1"}, "librdkafka rejected the client configuration"),
+        ({"kafka.no.such.setting": "1"}, "librdkafka has no property 'no.such.setting'"),
         ({"startingOffsets": "latest"}, "startingOffsets='latest'"),
         ({"minPartitions": "0"}, "minPartitions='0'"),
     ],

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import yaml
 
-from connectors.kafka.key_policy import SOURCE
+from connectors.kafka.key_policy import JAVA_KEYS, SOURCE, KeyRefused, java_translation
 from connectors.options import duration_ms
 from connectors.policy.client_keys import CLIENTS, DEFAULT_CLIENT, Client, merge_configs
 from connectors.policy.errors import LintInputError, LintOptionError
@@ -177,11 +177,15 @@ def pipeline_input(document: object, *, source: str = "<pipeline>") -> LintInput
         raise LintInputError(
             f"{source}: unknown section(s) {', '.join(unknown)}; expected {expected}"
         )
-    sink_kafka, sink_options = _split_spark(_flat(doc.get("sink"), f"{source}: sink"))
+    # The Java-client keys stay Spark options, which EOS018 reports; the rules see the
+    # librdkafka keys they become, as the connectors run them.
+    sink_kafka, sink_options = _split_spark(
+        _flat(doc.get("sink"), f"{source}: sink"), keep=JAVA_KEYS
+    )
     # The kafka-eos source refuses some kafka.* options; they stay source options, which
     # rules report, instead of passing for client config the source would run with.
     source_kafka, source_options = _split_spark(
-        _flat(doc.get("source"), f"{source}: source"), keep=SOURCE.refused
+        _flat(doc.get("source"), f"{source}: source"), keep={*SOURCE.refused, *JAVA_KEYS}
     )
     producer = _optional_flat(doc, "producer", source)
     consumer = _optional_flat(doc, "consumer", source)
@@ -232,17 +236,27 @@ def _split_spark(
     options: Mapping[str, str], *, keep: Collection[str] = ()
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Spark options into (``kafka.*`` client config without the prefix, the other options);
-    ``kafka.*`` keys named in ``keep`` stay with the other options."""
+    ``kafka.*`` keys named in ``keep`` stay with the other options. Java-client keys kept
+    there are also in the client config as the librdkafka keys the connectors translate
+    them to (:mod:`connectors.kafka.key_policy`)."""
     # Spark matches option names case-insensitively and hands kafka.* keys on lowercased.
     prefix = len(_SPARK_KAFKA_PREFIX)
     kafka: dict[str, str] = {}
     other: dict[str, str] = {}
+    java: dict[str, str] = {}
     for key, value in options.items():
         name = key[prefix:].lower()
-        if key.lower().startswith(_SPARK_KAFKA_PREFIX) and name not in keep:
-            kafka[name] = value
-        else:
+        if not key.lower().startswith(_SPARK_KAFKA_PREFIX) or name in keep:
             other[key] = value
+            java.update({name: value} if name in JAVA_KEYS else {})
+        else:
+            kafka[name] = value
+    section = {**kafka, **java}
+    for name, value in java.items():
+        try:
+            kafka.update(java_translation(name, value, section))
+        except KeyRefused:
+            continue  # refused at startup, and reported by EOS018
     return kafka, other
 
 

@@ -45,7 +45,7 @@ def test_clean_config_exits_zero(cli, write):
         write("c.properties", GOOD_CONSUMER),
     )
     assert result.exit_code == 0, result.output
-    assert result.output == "no findings (17 rules checked, librdkafka defaults)\n"
+    assert result.output == "no findings (18 rules checked, librdkafka defaults)\n"
 
 
 def test_clean_pipeline_file_exits_zero(cli, write):
@@ -163,14 +163,14 @@ def test_ignore(cli, write):
         "transaction-timeout-stalls-readers",
     )
     assert result.exit_code == 0
-    assert "15 rules checked" in result.output
+    assert "16 rules checked" in result.output
 
 
 def test_list_rules(cli):
     result = cli("--list-rules")
     assert result.exit_code == 0
     lines = result.output.splitlines()
-    assert len(lines) == 17
+    assert len(lines) == 18
     assert lines[0].startswith("EOS001  error    transaction-timeout-above-broker-max: ")
 
 

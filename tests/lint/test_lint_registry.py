@@ -13,7 +13,7 @@ from connectors.policy.registry import discover_rules, rule_ids, selected_rules
 
 
 def test_ids_are_sequential_and_names_unique():
-    assert list(RULES) == [f"EOS{n:03d}" for n in range(1, 18)]
+    assert list(RULES) == [f"EOS{n:03d}" for n in range(1, 19)]
     assert len({rule.meta.name for rule in RULES.values()}) == len(RULES)
 
 
@@ -76,7 +76,7 @@ def test_lint_report_names_the_rules_checked():
 def test_discovery_finds_every_rule_module_in_the_folder():
     folder = Path(rules_package.__file__).parent
     modules = sorted(f"{rules_package.__name__}.{path.stem}" for path in folder.glob("eos*.py"))
-    assert len(modules) == 17
+    assert len(modules) == 18
     assert sorted(rule.module for rule in RULES.values()) == modules
 
 

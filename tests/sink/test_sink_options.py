@@ -6,6 +6,9 @@ what to set instead.
 
 from __future__ import annotations
 
+import logging
+import uuid
+
 import pytest
 
 from checkpoint.errors import ConfigError
@@ -256,3 +259,30 @@ def test_credentials_the_driver_cannot_commit_with_are_refused_at_startup() -> N
     with pytest.raises(ConfigError, match=r"sasl\.mechanism = 'OAUTHBEARER'"):
         SinkOptions.parse(options)
     SinkOptions.parse({**options, "deliveryGuarantee": "at_least_once"})  # no admin needed
+
+
+def test_a_near_miss_of_a_sink_option_fails_with_did_you_mean() -> None:
+    message = error_of(transactionalIdPrefx="orders")
+    assert "transactionalidprefx='orders'" in message
+    assert "did you mean transactionalIdPrefix?" in message
+    assert "did you mean deliveryGuarantee?" in error_of(deliveryGuarante="none")
+
+
+def test_options_of_sparks_kafka_format_are_accepted_on_the_sink_without_a_word(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        parse(includeHeaders="true", failOnDataLoss="false", startingOffsets="earliest")
+    assert caplog.text == ""
+
+
+def test_other_unknown_sink_options_are_warned_about_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    name = f"bogus{uuid.uuid4().hex[:8]}"  # warned once per process: a name never seen
+    with caplog.at_level(logging.WARNING):
+        parse(**{name: "1"})
+        parse(**{name: "1"})
+    assert [r.getMessage() for r in caplog.records] == [
+        f"kafka-eos sink: unknown option {name!r} is ignored"
+    ]

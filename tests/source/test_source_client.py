@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError
 
-from connectors.kafka.source.client import consumer_config, is_transient, open_consumer
+from connectors.kafka.source.client import consumer_config, is_transient
 from connectors.kafka.source.errors import SourceOptionError
 from connectors.kafka.source.options import parse_options
 
@@ -30,9 +30,8 @@ def error_of(**extra: str) -> str:
         ("kafka.key.deserializer", "CAST(key AS STRING)"),
         ("kafka.value.deserializer", "CAST(value AS STRING)"),
         ("kafka.interceptor.classes", "remove the option"),
-        ("kafka.sasl.jaas.config", "kafka.sasl.username"),
         ("kafka.ssl.truststore.location", "kafka.ssl.ca.location"),
-        ("kafka.fetch.max.wait.ms", "kafka.fetch.wait.max.ms"),
+        ("kafka.max.poll.records", "maxOffsetsPerTrigger"),
     ],
 )
 def test_rejected_kafka_keys_name_key_value_and_fix(key: str, fix: str) -> None:
@@ -64,10 +63,25 @@ def test_kafka_keys_pass_to_librdkafka_without_prefix() -> None:
     assert config["auto.offset.reset"] == "error"
 
 
-def test_keys_librdkafka_rejects_fail_naming_librdkafka() -> None:
-    """Checked when the consumer is made (on the driver, at query start): no broker needed."""
-    with pytest.raises(SourceOptionError, match="librdkafka rejected the client configuration"):
-        open_consumer(parse(**{"kafka.no.such.key": "1"}), "g")
+def test_a_jaas_entry_it_cannot_translate_is_refused_without_echoing_it() -> None:
+    message = error_of(**{"kafka.sasl.jaas.config": "com.sun.Krb5LoginModule required;"})
+    assert "kafka.sasl.jaas.config='***'" in message
+    assert "kafka.sasl.kerberos" in message and "Krb5" not in message
+
+
+def test_java_keys_with_a_librdkafka_name_are_translated() -> None:
+    opts = parse(**{"kafka.fetch.max.wait.ms": "100", "kafka.receive.buffer.bytes": "65536"})
+    assert opts.client_config == {
+        "fetch.wait.max.ms": "100",
+        "socket.receive.buffer.bytes": "65536",
+    }
+
+
+def test_keys_librdkafka_rejects_fail_at_parsing_naming_librdkafka() -> None:
+    """Checked when the options are parsed (on the driver, at query start): no broker needed."""
+    message = error_of(**{"kafka.no.such.setting": "1"})
+    assert "kafka.no.such.setting='1'" in message
+    assert "librdkafka has no property 'no.such.setting'" in message
 
 
 def test_transient_errors() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 
 import pytest
 
@@ -179,10 +180,37 @@ def test_min_above_max_offsets_per_trigger_contradicts() -> None:
     assert "above maxOffsetsPerTrigger=100" in message
 
 
-def test_unknown_options_are_logged_not_fatal(caplog: pytest.LogCaptureFixture) -> None:
+def test_unknown_options_are_warned_about_once_not_fatal(caplog: pytest.LogCaptureFixture) -> None:
+    name = f"bogus{uuid.uuid4().hex[:8]}"  # warned once per process: a name never seen
     with caplog.at_level(logging.WARNING):
-        parse(startingOffset="earliest")
-    assert "unknown option 'startingoffset'" in caplog.text
+        parse(**{name: "1"})
+        parse(**{name: "1"})
+    assert [r.getMessage() for r in caplog.records] == [
+        f"kafka-eos source: unknown option {name!r} is ignored"
+    ]
+
+
+def test_a_near_miss_of_an_option_fails_with_did_you_mean() -> None:
+    message = error_of(startingOffset="earliest")
+    assert "startingoffset='earliest'" in message
+    assert "did you mean startingOffsets?" in message
+    assert "did you mean maxOffsetsPerTrigger?" in error_of(maxOffsetPerTrigger="10")
+
+
+def test_spark_sink_options_are_accepted_on_the_source_as_spark_does(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        parse(topic="orders", path="/ignored")
+    assert caplog.text == ""
+
+
+def test_a_misspelt_offsets_keyword_suggests_the_keyword() -> None:
+    message = error_of(startingOffsets="earlist")
+    assert "startingOffsets='earlist'" in message
+    assert "did you mean earliest?" in message
+    batch = error_of(streaming=False, endingOffsets="latset")
+    assert "did you mean latest?" in batch
 
 
 def test_option_errors_are_config_errors() -> None:

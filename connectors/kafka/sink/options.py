@@ -14,6 +14,7 @@ a sink with that guarantee cannot be built without them.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,18 +22,32 @@ from enum import StrEnum
 from typing import Any
 
 from connectors.avro.options import AvroColumn, avro_columns
+from connectors.kafka.client_check import checked_client_config
 from connectors.kafka.client_config import kafka_python_config
-from connectors.kafka.key_policy import SINK
+from connectors.kafka.key_policy import SINK, SPARK_KAFKA_OPTIONS
 from connectors.kafka.sink.naming import derived_prefix
 from connectors.options import OptionError, OptionReader
 from connectors.policy.inputs import Timing
 
+_log = logging.getLogger(__name__)
 _STABLE_PREFIX = re.compile(r"[A-Za-z0-9._-]+")
 # Sink options that are durations (connectors.options grammar), and the Timing field of each.
 _TIMING_OPTIONS = (
     ("triggerInterval", "trigger_interval_ms"),
     ("maxBatchDuration", "max_batch_duration_ms"),
     ("maxRestartTime", "max_restart_time_ms"),
+)
+_AVRO_OPTIONS = ("Format", "Schema", "SchemaFile", "WriterSchema", "WriterSchemaFile")
+# The sink's own options; any other (not kafka.* or schema.registry.*) is unknown.
+_OPTIONS = (
+    "topic",
+    "deliveryGuarantee",
+    "transactionalIdPrefix",
+    "checkpointLocation",
+    *(option for option, _ in _TIMING_OPTIONS),
+    "flushTimeoutMs",
+    "commitTimeoutMs",
+    *(f"{side}{name}" for side in ("key", "value") for name in _AVRO_OPTIONS),
 )
 
 
@@ -84,13 +99,8 @@ class SinkOptions:
     def parse(cls, options: Mapping[str, str], *, batch: bool = False) -> SinkOptions:
         """``batch``: the options of ``df.write`` rather than ``df.writeStream``."""
         read = OptionReader.of(options, SinkOptionError)
-        producer = {
-            k[len("kafka.") :]: v for k, v in read.options.items() if k.startswith("kafka.")
-        }
-        for key, value in producer.items():
-            refusal = SINK.refusal(key)
-            if refusal is not None:
-                raise SinkOptionError(f"kafka.{key}", value, refusal)
+        read.check_names(_OPTIONS, tolerated=SPARK_KAFKA_OPTIONS, log=_log)
+        producer = checked_client_config(read.options, SINK, "producer", SinkOptionError)
         bootstrap = read.required(
             "kafka.bootstrap.servers",
             ".option('kafka.bootstrap.servers', 'broker1:9092,broker2:9092')",

@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from checkpoint.deadline import Clock, Deadline
+from connectors.kafka.client_check import checked_client_config
 from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
 from connectors.kafka.key_policy import SOURCE
 from connectors.kafka.source.errors import SourceOptionError
@@ -70,18 +71,9 @@ _absent_since: dict[PartitionKey, float] = {}
 
 
 def librdkafka_config(opts: Mapping[str, str]) -> dict[str, str]:
-    """``kafka.*`` options (lower-cased keys) without the prefix, minus the source's own."""
-    config: dict[str, str] = {}
-    for key, value in opts.items():
-        if not key.startswith("kafka."):
-            continue
-        name = key[len("kafka.") :]
-        refusal = SOURCE.refusal(name)
-        if refusal is not None:
-            raise SourceOptionError(key, value, refusal)
-        if name not in SOURCE.own:
-            config[name] = value
-    return config
+    """``kafka.*`` options (lower-cased keys) without the prefix, minus the source's own, as
+    the key policy and librdkafka accept them (:mod:`connectors.kafka.client_check`)."""
+    return checked_client_config(opts, SOURCE, "consumer", SourceOptionError)
 
 
 def consumer_config(options: SourceOptions, group_id: str) -> dict[str, object]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from connectors.avro.options import AvroColumn, avro_columns
+from connectors.kafka.key_policy import SPARK_KAFKA_OPTIONS
 from connectors.kafka.source.client import librdkafka_config
 from connectors.kafka.source.errors import SourceOptionError
 from connectors.kafka.source.offsets import (
@@ -31,14 +32,14 @@ from connectors.kafka.source.offsets import (
     parse_assign,
     parse_offsets_option,
 )
-from connectors.options import OptionReader, is_digits
+from connectors.options import OptionReader, is_digits, near_miss
 
 _log = logging.getLogger(__name__)
 
 _AVRO_OPTIONS = ("Format", "Schema", "SchemaFile", "WriterSchema", "WriterSchemaFile")
-# The source's own options, lower-cased; anything else not ``kafka.*`` is unknown.
+# The source's own options; anything else not ``kafka.*`` is unknown.
 _OPTIONS = frozenset(
-    name.lower()
+    name
     for name in [
         "subscribe",
         "subscribePattern",
@@ -184,9 +185,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
     read = OptionReader.of(options, SourceOptionError)
     opts = read.options
     client = librdkafka_config(opts)
-    ours = ("kafka.", "schema.registry.")
-    for key in sorted(k for k in opts if not k.startswith(ours) and k not in _OPTIONS):
-        _log.warning("kafka-eos source: unknown option %r is ignored", key)
+    read.check_names(_OPTIONS, tolerated=SPARK_KAFKA_OPTIONS, log=_log)
     parsed = SourceOptions(
         bootstrap_servers=read.required("kafka.bootstrap.servers", "host1:9092,host2:9092"),
         subscription=_subscription(opts),
@@ -328,6 +327,9 @@ def _offsets_bound(
         if words[value.lower()] not in allowed:
             raise SourceOptionError(name, value, f"use {choices} or JSON offsets in a batch query")
         return OffsetBound(name, side, BoundKind(value.lower()))
+    guess = near_miss(value, words) if not value.startswith("{") else None
+    if guess is not None:
+        raise SourceOptionError(name, value, f"did you mean {guess}? Or give JSON offsets")
     specials = " / ".join(f"{s} ({w})" for w, s in words.items() if s in allowed)
     example = '{"orders":{"0":23,"1":' + str(max(allowed)) + "}}"
     offsets = parse_offsets_option(
