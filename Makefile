@@ -10,6 +10,8 @@ KAFKA_VERSIONS := 4.3.1 3.9.2 3.5.2 4.4.0
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export TESTCONTAINERS_RYUK_DISABLED := true
+# The wheel `make wheel` builds; the auto-registration test installs it into a throwaway venv.
+export KAFKA_EOS_WHEEL := $(abspath dist/kafka_eos-$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)-py3-none-any.whl)
 
 .PHONY: demo test venv kafka-jars spark-kafka-jars registry-jars docker-engine images check unit \
 	integration test-faults-removed bench stop-docker clean
@@ -45,6 +47,13 @@ registry-jars:
 	@echo "==> Apicurio Registry server from Maven Central"
 	@scripts/registry/fetch.sh
 
+# What users install (README, "Install"): dist/kafka_eos-<version>-py3-none-any.whl.
+.PHONY: wheel
+wheel: venv
+	@echo "==> wheel ($(KAFKA_EOS_WHEEL))"
+	@rm -rf dist build
+	$(BIN)/pip wheel -q --no-deps . -w dist
+
 docker-engine:
 	@echo "==> Docker engine"
 	@scripts/docker-engine.sh start
@@ -62,7 +71,7 @@ unit: venv
 	@echo "==> unit tests (no broker)"
 	$(BIN)/python -m pytest tests -q
 
-integration: venv kafka-jars spark-kafka-jars registry-jars images
+integration: venv kafka-jars spark-kafka-jars registry-jars images wheel
 	@echo "==> integration tests (real Kafka, real Spark)"
 	$(BIN)/python -m pytest integration_tests -q -rA --durations=15
 
@@ -94,4 +103,4 @@ stop-docker:
 	@scripts/docker-engine.sh stop
 
 clean:
-	rm -rf $(VENV) .cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .cache .pytest_cache .hypothesis dist build

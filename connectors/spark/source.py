@@ -194,6 +194,7 @@ class KafkaBatchReader(_KafkaRead, DataSourceReader):
             starting=options.starting.option,
             ending=options.ending.option,
             end_by_timestamp=options.ending.kind.by_timestamp,
+            fail_on_data_loss=options.fail_on_data_loss,
         )
         return self._tasks(ranges)
 

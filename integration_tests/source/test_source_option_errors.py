@@ -48,6 +48,7 @@ def topic(kafka: KafkaCluster, topic_factory) -> str:
         ({"kafka.no.such.setting": "1"}, "librdkafka has no property 'no.such.setting'"),
         ({"startingOffsets": "latest"}, "startingOffsets='latest'"),
         ({"minPartitions": "0"}, "minPartitions='0'"),
+        ({"fetchOffset.numRetries": "banana"}, "fetchOffset.numRetries='banana'"),
     ],
 )
 def test_batch_option_errors(
@@ -72,7 +73,11 @@ def test_offsets_must_name_every_partition_and_stay_below_latest(
         kafka.bootstrap_servers, topic, endingOffsets=json.dumps({topic: {"0": 500, "1": -1}})
     )
     error = _batch_error(source_spark, beyond)
-    assert f"endingOffsets='{topic}-0=500'" in error and f"latest offset of {topic}-0 is" in error
+    assert f"endingOffsets='{topic}-0=500'" in error
+    assert f"beyond the latest offsets {topic}-0=" in error and "failOnDataLoss=false" in error
+    # Spark's outcome with failOnDataLoss=false: the read ends at the latest offset.
+    lenient = {**beyond, "failOnDataLoss": "false"}
+    assert source_spark.read.format("kafka-eos").options(**lenient).load().count() == 20
 
 
 def test_assigned_partitions_must_exist(

@@ -147,6 +147,15 @@ def command(
         for rule in RULES.values():
             click.echo(f"{rule.meta.id}  {rule.meta.severity:<7}  {rule.meta.name}: {rule.summary}")
         return
+    configs = (pipeline_file, producer_config, consumer_config, broker_config, bootstrap_servers)
+    if not downstream_consumer_config and all(given is None for given in configs):
+        # Defaults alone pass every rule: "no findings" would read as a clean bill of health.
+        raise click.UsageError(
+            "nothing to lint: give a pipeline file (--config pipeline.yaml, YAML or JSON), "
+            "clients' .properties (--producer-config, --consumer-config, "
+            "--downstream-consumer-config), the brokers' --broker-config, or --bootstrap-servers "
+            "to read a live cluster (docs/lint.md, 'Inputs'); --list-rules lists the rules"
+        )
     timing = {
         TIMING_NAMES[name]: value
         for name, value in (

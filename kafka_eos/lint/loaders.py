@@ -153,8 +153,19 @@ def parse_kafka_options(pairs: Iterable[str]) -> dict[str, str]:
 
 
 def load_pipeline(path: str | Path) -> LintInput:
-    """Read a YAML or JSON pipeline file (see ``docs/lint.md`` for its sections)."""
+    """Read a YAML or JSON pipeline file (see ``docs/lint.md`` for its sections).
+
+    A Python job is refused by name: read as YAML, its first line is a string, and "expected
+    a mapping" would not tell the user that the linter does not read code.
+    """
     path = Path(path)
+    if path.suffix == ".py":
+        raise LintInputError(
+            f"{path}: a Python file is not read; --config takes a pipeline file, YAML or JSON "
+            "(docs/lint.md, 'Pipeline file'). To lint a job, copy its .option(...) values "
+            "into the file's sink: and source: sections, or pass its clients' .properties "
+            "with --producer-config and --consumer-config"
+        )
     text = _read_text(path)
     try:
         document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
@@ -170,10 +181,16 @@ def load_pipeline(path: str | Path) -> LintInput:
 
 def pipeline_input(document: object, *, source: str = "<pipeline>") -> LintInput:
     """Build a ``LintInput`` from a parsed pipeline document, checking every section."""
-    doc = _mapping(document, source)
+    expected = ", ".join(_PIPELINE_KEYS)
+    if not isinstance(document, Mapping):
+        raise LintInputError(
+            f"{source}: not a pipeline file: its top level is a {type(document).__name__}, "
+            f"where a pipeline file (YAML or JSON) maps section names ({expected}) to their "
+            "settings; see docs/lint.md, 'Pipeline file'"
+        )
+    doc = cast(Mapping[str, Any], document)
     unknown = sorted(set(doc) - set(_PIPELINE_KEYS))
     if unknown:
-        expected = ", ".join(_PIPELINE_KEYS)
         raise LintInputError(
             f"{source}: unknown section(s) {', '.join(unknown)}; expected {expected}"
         )

@@ -48,6 +48,17 @@ def test_clean_config_exits_zero(cli, write):
     assert result.output == "no findings (18 rules checked, librdkafka defaults)\n"
 
 
+@pytest.mark.parametrize(
+    "args", [(), ("--output-topic", "out"), ("--max-batch-duration", "2m", "--strict")]
+)
+def test_nothing_to_lint_is_a_usage_error(cli, args):
+    """Defaults alone pass every rule: "no findings" would read as a clean bill of health."""
+    result = cli(*args)
+    assert result.exit_code == 2
+    assert "nothing to lint" in result.output and "--config" in result.output
+    assert "no findings" not in result.output
+
+
 def test_clean_pipeline_file_exits_zero(cli, write):
     result = cli("--config", write("pipeline.yaml", GOOD_PIPELINE))
     assert result.exit_code == 0, result.output
@@ -180,12 +191,13 @@ def test_list_rules(cli):
         (("--producer-config", "/nonexistent.properties"), "does not exist"),
         (("--max-batch-duration", "soon"), "expected a duration"),
         (("--client", "go"), "Invalid value for '--client'"),
-        (("--select", "EOS999"), "unknown rule 'EOS999'"),
-        (("-X", "security.protocol"), "expected KEY=VALUE"),
+        (("--select", "EOS999", "--producer-config", "{producer}"), "unknown rule 'EOS999'"),
+        (("-X", "security.protocol", "--producer-config", "{producer}"), "expected KEY=VALUE"),
     ],
 )
-def test_usage_errors_exit_2(cli, args, message):
-    result = cli(*args)
+def test_usage_errors_exit_2(cli, write, args, message):
+    producer = str(write("p.properties", GOOD_PRODUCER))
+    result = cli(*(arg.format(producer=producer) for arg in args))
     assert result.exit_code == 2
     assert message in result.output
 

@@ -134,7 +134,7 @@ def test_pipeline_json_and_empty_sections(write):
     ("text", "error"),
     [
         ("producers: {}", "unknown section"),
-        ("- a", "expected a mapping"),
+        ("- a", "not a pipeline file: its top level is a list"),
         ("producer: {acks: [1, 2]}", r"producer\.acks: expected a single value"),
         ("client: go", "client='go'"),
         ("timing: {max_batch: 1m}", "timing: unknown max_batch"),
@@ -148,6 +148,20 @@ def test_pipeline_json_and_empty_sections(write):
 def test_pipeline_errors(write, text, error):
     with pytest.raises(LintInputError, match=error):
         load_pipeline(write("bad.yaml", text))
+
+
+def test_a_python_job_is_refused_by_name(write):
+    """Read as YAML, a job's first line is a string: the message says what --config takes."""
+    with pytest.raises(LintInputError) as caught:
+        load_pipeline(write("job.py", "from pyspark.sql import SparkSession\n"))
+    message = str(caught.value)
+    assert "job.py: a Python file is not read" in message
+    assert "YAML or JSON" in message and "sink: and source: sections" in message
+
+
+def test_a_text_file_is_not_a_pipeline_file(write):
+    with pytest.raises(LintInputError, match=r"notes\.txt: not a pipeline file: .* a str, where"):
+        load_pipeline(write("notes.txt", "just some text\n"))
 
 
 def test_invalid_json_names_the_line(write):

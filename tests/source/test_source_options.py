@@ -213,6 +213,24 @@ def test_a_misspelt_offsets_keyword_suggests_the_keyword() -> None:
     assert "did you mean latest?" in batch
 
 
+@pytest.mark.parametrize("option", ["fetchOffset.numRetries", "fetchOffset.retryIntervalMs"])
+def test_spark_retry_options_are_checked(option: str) -> None:
+    """Spark reads them as numbers when it plans, so ``banana`` fails there too."""
+    message = error_of(**{option: "banana"})
+    assert f"{option}='banana' is not valid" in message
+
+
+def test_spark_retry_options_are_accepted_and_said_to_be_unused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.INFO, logger="connectors.kafka.source.options"):
+        parse(**{"fetchOffset.numRetries": "5", "fetchOffset.retryIntervalMs": "2000"})
+    assert (
+        "fetchOffset.numRetries, fetchOffset.retryIntervalMs accepted and not used" in caplog.text
+    )
+    assert "unknown option" not in caplog.text
+
+
 def test_option_errors_are_config_errors() -> None:
     """Callers can catch every configuration mistake of the project with one class."""
     with pytest.raises(ConfigError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -108,17 +110,38 @@ def test_batch_ranges() -> None:
 
 
 def test_batch_end_beyond_latest_fails_unless_found_by_timestamp() -> None:
-    args = ({("t", 0): 0}, {("t", 0): 50}, {("t", 0): 40})
-    with pytest.raises(
-        SourceOptionError, match=r"endingOffsets='t-0=50'.*latest offset of t-0 is 40"
-    ):
+    args = ({("t", 0): 0, ("t", 1): 0}, {("t", 0): 50, ("t", 1): 70}, {("t", 0): 40, ("t", 1): 60})
+    with pytest.raises(SourceOptionError) as caught:
         batch_ranges(
             *args, starting="startingOffsets", ending="endingOffsets", end_by_timestamp=False
         )
+    message = str(caught.value)
+    # Every partition beyond, the latest offsets, and each way out.
+    assert "endingOffsets='t-0=50, t-1=70'" in message
+    assert "beyond the latest offsets t-0=40, t-1=60" in message
+    assert "use -1 (latest)" in message and "failOnDataLoss=false" in message
     clamped = batch_ranges(
         *args, starting="startingOffsets", ending="endingTimestamp", end_by_timestamp=True
     )
-    assert clamped == [OffsetRange("t", 0, 0, 40)]
+    assert clamped == [OffsetRange("t", 0, 0, 40), OffsetRange("t", 1, 0, 60)]
+
+
+def test_batch_end_beyond_latest_ends_there_without_fail_on_data_loss(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Spark's outcome with failOnDataLoss=false: the read ends at the latest offset."""
+    with caplog.at_level(logging.WARNING):
+        ranges = batch_ranges(
+            {("t", 0): 0, ("t", 1): 0},
+            {("t", 0): 50, ("t", 1): 30},
+            {("t", 0): 40, ("t", 1): 60},
+            starting="startingOffsets",
+            ending="endingOffsets",
+            end_by_timestamp=False,
+            fail_on_data_loss=False,
+        )
+    assert ranges == [OffsetRange("t", 0, 0, 40), OffsetRange("t", 1, 0, 30)]
+    assert "endingOffsets t-0=50 is beyond the latest offsets t-0=40" in caplog.text
 
 
 def test_batch_start_after_end_fails() -> None:

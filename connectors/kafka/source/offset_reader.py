@@ -47,6 +47,7 @@ from connectors.kafka.source.offsets import (
     PartitionKey,
     PartitionOffsets,
     describe,
+    render,
 )
 from connectors.kafka.source.options import (
     BoundKind,
@@ -181,11 +182,11 @@ class KafkaOffsetReader:
                 raise KafkaSourceError(
                     f"kafka-eos source: Kafka's metadata answers at "
                     f"{self._options.bootstrap_servers} kept disagreeing on whether "
-                    f"{_render(missing)} exist, for kafka.default.api.timeout.ms="
+                    f"{render(missing)} exist, for kafka.default.api.timeout.ms="
                     f"{self._options.api_timeout_s * 1000:.0f}. Check that every broker is up "
                     "and has caught up with the cluster's metadata"
                 )
-            _log.info("kafka-eos source: %s not confirmed absent; asking again", _render(missing))
+            _log.info("kafka-eos source: %s not confirmed absent; asking again", render(missing))
 
     def latest_since(
         self, start: Mapping[PartitionKey, int]
@@ -211,8 +212,8 @@ class KafkaOffsetReader:
             _log.warning(
                 "kafka-eos source: %s left out of Kafka's metadata answer, but not confirmed "
                 "deleted; kept at offsets %s until an answer shows them again",
-                _render(held.keys()),
-                _render(held),
+                render(held.keys()),
+                render(held),
             )
         return latest, held
 
@@ -426,7 +427,7 @@ class KafkaOffsetReader:
         if starting and self._options.timestamp_strategy == "error":
             raise SourceOptionError(
                 bound.option,
-                _render({key: stamps[key] for key in unmatched}),
+                render({key: stamps[key] for key in unmatched}),
                 "no record of these partitions has a timestamp at or after the one given. Set "
                 "startingOffsetsByTimestampStrategy=latest to start them at their latest offset",
             )
@@ -493,10 +494,10 @@ def not_exactly_named(bound: OffsetBound, keys: Iterable[PartitionKey]) -> Sourc
     keys = set(keys)
     return SourceOptionError(
         bound.option,
-        _render(bound.offsets),
-        f"it must name exactly the partitions being read ({_render(keys)}); missing: "
-        f"{_render(keys - set(bound.offsets))}; not being read: "
-        f"{_render(set(bound.offsets) - keys)}",
+        render(bound.offsets),
+        f"it must name exactly the partitions being read ({render(keys)}); missing: "
+        f"{render(keys - set(bound.offsets))}; not being read: "
+        f"{render(set(bound.offsets) - keys)}",
     )
 
 
@@ -532,10 +533,3 @@ def _not_authorized(topic: str, options: SourceOptions) -> KafkaSourceError:
         f"the Describe and Read ACLs on the topic (kafka-acls.sh --add --allow-principal ... "
         f"--operation Describe --operation Read --topic {topic}), or stop subscribing to it"
     )
-
-
-def _render(keys: Iterable[PartitionKey] | Mapping[PartitionKey, int]) -> str:
-    """``t-0, t-1`` or ``t-0=5, t-1=7``: partitions the way Kafka's tools print them."""
-    if isinstance(keys, Mapping):
-        return ", ".join(f"{describe(k)}={v}" for k, v in sorted(keys.items())) or "none"
-    return ", ".join(describe(k) for k in sorted(keys)) or "none"

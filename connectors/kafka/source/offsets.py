@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from checkpoint.errors import FormatError, UnsupportedFormatVersion
 from connectors.kafka.source.errors import SourceOptionError
@@ -42,6 +42,13 @@ _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 def describe(key: PartitionKey) -> str:
     """``topic-0``: how Kafka's own tools name a topic-partition in messages."""
     return f"{key[0]}-{key[1]}"
+
+
+def render(keys: Iterable[PartitionKey] | Mapping[PartitionKey, int]) -> str:
+    """``t-0, t-1`` or ``t-0=5, t-1=7``: partitions the way Kafka's tools print them."""
+    if isinstance(keys, Mapping):
+        return ", ".join(f"{describe(k)}={v}" for k, v in sorted(keys.items())) or "none"
+    return ", ".join(describe(k) for k in sorted(keys)) or "none"
 
 
 def is_topic_name(name: str) -> bool:

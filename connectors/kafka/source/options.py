@@ -210,6 +210,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         avro=_avro(read),
     )
     _sanity_check(parsed, opts)
+    _check_unused_retry_options(read)
     return parsed
 
 
@@ -255,6 +256,30 @@ def _sanity_check(parsed: SourceOptions, opts: Mapping[str, str]) -> None:
             "startingTimestamp, startingOffsetsByTimestamp, startingOffsets)",
             parsed.starting.option,
         )
+
+
+def _check_unused_retry_options(read: OptionReader) -> None:
+    """Spark's ``fetchOffset.numRetries`` and ``fetchOffset.retryIntervalMs``: checked as Spark
+    reads them (a whole number of attempts, milliseconds), so a job that runs on Spark runs
+    here and a typo fails, and deliberately not used.
+
+    Spark counts attempts of a Java call that retries by itself for up to
+    ``default.api.timeout.ms``; each attempt here is one request, retried with backoff until
+    ``kafka.default.api.timeout.ms``. Counting them would give up within seconds of a leader
+    election that Spark's three attempts ride out.
+    """
+    given = [
+        name for name in ("fetchOffset.numRetries", "fetchOffset.retryIntervalMs") if name in read
+    ]
+    if not given:
+        return
+    read.positive_int("fetchOffset.numRetries", example="3")
+    read.duration_ms("fetchOffset.retryIntervalMs", "1000")
+    _log.info(
+        "kafka-eos source: %s accepted and not used: offset lookups retry transient errors "
+        "until kafka.default.api.timeout.ms (docs/source.md)",
+        ", ".join(given),
+    )
 
 
 def _subscription(opts: Mapping[str, str]) -> Subscription:

@@ -14,11 +14,14 @@ does.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from connectors.kafka.source.errors import SourceOptionError
-from connectors.kafka.source.offsets import PartitionKey, describe
+from connectors.kafka.source.offsets import PartitionKey, describe, render
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -99,26 +102,43 @@ def batch_ranges(
     starting: str,
     ending: str,
     end_by_timestamp: bool,
+    fail_on_data_loss: bool = True,
 ) -> list[OffsetRange]:
     """The ranges of a batch query (``spark.read``), whose bounds come from the options named
     ``starting`` and ``ending``: impossible bounds are the user's to fix, so they fail.
 
     An end found by timestamp may lie in a transaction still open, beyond the last stable
-    offset: it is lowered to ``latest``. An explicit end beyond ``latest`` would make the read
-    wait for offsets that are not there yet, so it fails.
+    offset: it is lowered to ``latest``. An explicit end beyond ``latest`` names offsets that
+    do not exist yet. Spark's tasks wait ``kafkaConsumer.pollTimeoutMs`` for them, then fail
+    with a data-loss error, or, with ``failOnDataLoss=false``, end at the latest offset. Here
+    it fails at once, naming every such partition, or with ``failOnDataLoss=false`` ends there
+    too, with a warning.
     """
+    beyond = {
+        key: offset
+        for key, offset in sorted(end.items())
+        if offset > latest[key] and not end_by_timestamp
+    }
+    if beyond and fail_on_data_loss:
+        raise SourceOptionError(
+            ending,
+            render(beyond),
+            f"beyond the latest offsets {render({key: latest[key] for key in beyond})} (under "
+            "read_committed the last stable offsets, before any open transaction): those "
+            "offsets do not exist yet. End at or below them, use -1 (latest) for these "
+            "partitions, or set failOnDataLoss=false to end them at their latest offset",
+        )
+    if beyond:
+        _log.warning(
+            "kafka-eos source: %s %s is beyond the latest offsets %s; ending there because "
+            "failOnDataLoss=false",
+            ending,
+            render(beyond),
+            render({key: latest[key] for key in beyond}),
+        )
     ranges: list[OffsetRange] = []
     for key in sorted(end):
-        last = end[key]
-        if last > latest[key] and end_by_timestamp:
-            last = latest[key]
-        elif last > latest[key]:
-            raise SourceOptionError(
-                ending,
-                f"{describe(key)}={last}",
-                f"the latest offset of {describe(key)} is {latest[key]} (the last stable offset "
-                "under read_committed); end at or below it, or use -1 for latest",
-            )
+        last = min(end[key], latest[key]) if end_by_timestamp or key in beyond else end[key]
         if start[key] > last:
             raise SourceOptionError(
                 starting,

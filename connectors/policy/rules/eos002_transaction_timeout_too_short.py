@@ -14,10 +14,15 @@ coordinator aborts any transaction older than `transaction.timeout.ms`, without 
 
 ## What breaks
 
-**Silent loss.** A batch that was pre-committed (its offsets are in the checkpoint) is
-aborted by the coordinator before the restarted job commits it: the source will not
-re-read it, and the sink cannot commit it. Short of a crash, slow batches are aborted
-and replayed (**stall**).
+**Loss, reported.** After a crash, a batch that was decided (its offsets are in the
+checkpoint, its commit decision written) is aborted by the coordinator before the
+restarted job commits it: the source will not re-read it, and the sink cannot commit
+it, so its records never reach `read_committed` readers. The kafka-eos sink does not go
+on past it: it stops on that batch with `KAFKA_EOS.SINK.TRANSACTION_LOST`, at every
+restart, until `kafka-eos txn resolve` records the loss (docs/sink.md, "Runbook: a stuck
+batch"); its input must then be re-processed outside the query. A transaction aborted
+before its batch is decided fails the batch with `KAFKA_EOS.SINK.PRE_COMMIT_LOST` and
+Spark replays it (**stall**), as slow batches are, short of a crash.
 
 ## Fix
 
@@ -89,8 +94,10 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         f" {format_duration(timing.trigger_interval_ms)} + max batch duration"
         f" {format_duration(timing.max_batch_duration_ms)} + max restart time"
         f" {format_duration(timing.max_restart_time_ms)}) = {format_duration(required)}: the"
-        " coordinator aborts a pre-committed transaction before the restarted job commits it,"
-        " silently dropping that batch",
+        " after a crash the coordinator can abort a decided batch's transaction before the"
+        " restarted job commits it; its records are then lost to read_committed readers, and"
+        " the kafka-eos sink stops on that batch (KAFKA_EOS.SINK.TRANSACTION_LOST) until"
+        " `kafka-eos txn resolve`",
         settings=(
             timeout,
             ctx.timing_setting("trigger_interval_ms"),

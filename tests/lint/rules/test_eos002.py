@@ -12,6 +12,15 @@ def test_client_default_is_too_short_for_default_timing(lint):
     assert finding.values["max_restart_time_ms"] == "300000"
 
 
+def test_the_message_says_what_happens_to_the_batch(lint):
+    """The loss is reported, never silent (README): the message says how, and what to run."""
+    [finding] = lint("EOS002", producer={})
+    assert "silent" not in finding.message
+    assert "lost to read_committed readers" in finding.message
+    assert "KAFKA_EOS.SINK.TRANSACTION_LOST" in finding.message
+    assert "kafka-eos txn resolve" in finding.message
+
+
 def test_fifteen_minutes_covers_default_timing(lint):
     assert lint("EOS002", producer={"transaction.timeout.ms": "900000"}) == []
 
