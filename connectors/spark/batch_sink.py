@@ -21,16 +21,17 @@ rerun commits what is left, and then refuses to write the rows a second time.
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from checkpoint.crashpoints import CrashPoint, checkpoint_scope, crash_point
-from checkpoint.errors import CheckpointCommitFailed, ConfigError
+from checkpoint.errors import CheckpointCommitFailed, ConfigError, ReusedCheckpointId
 from checkpoint.store import canonical_location, read_location
-from connectors.kafka.sink.errors import AlreadyWrittenError
+from connectors.kafka.sink.errors import AlreadyWrittenError, DecidedWrite, PreCommitLostError
 from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
 from connectors.kafka.sink.options import ExactlyOnceOptions, SinkOptions
 from connectors.kafka.sink.writer import ExactlyOnceWriter
@@ -50,10 +51,13 @@ from connectors.spark.sink import (
 )
 from connectors.spark.worker_heap import freeze_imported_heap
 
+_log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
+    from checkpoint.model import Committable
     from checkpoint.two_phase_commit import TwoPhaseCommit
     from connectors.kafka.sink.committer import KafkaCommitter
 
@@ -75,6 +79,17 @@ def batch_writer(
     return FlushingBatchWriter(sink)
 
 
+def batch_write_naming(exactly_once: ExactlyOnceOptions) -> TransactionalIdNaming:
+    """``<prefix>-batch-<owner>-<task>-<slot>``: a namespace apart from the streams of the
+    prefix (a backfill that copies a stream's options must not make that stream's sweep fail
+    on a prefix conflict), and an owner from the location, stable across reruns of the write,
+    so that a rerun fences what a crashed run left open."""
+    return TransactionalIdNaming(
+        f"{exactly_once.transactional_id_prefix}-batch",
+        owner_of(BATCH_WRITE_PLAN + canonical_location(exactly_once.checkpoint_location)),
+    )
+
+
 class ExactlyOnceBatchWriter(DataSourceArrowWriter):
     """One two-phase commit across the job's tasks, with the driver as coordinator."""
 
@@ -87,11 +102,7 @@ class ExactlyOnceBatchWriter(DataSourceArrowWriter):
             )
         self._sink = sink
         self._exactly_once = exactly_once
-        # Stable across reruns of the write, so that a rerun sweeps what a crashed run left.
-        self._naming = TransactionalIdNaming(
-            exactly_once.transactional_id_prefix,
-            owner_of(BATCH_WRITE_PLAN + canonical_location(location)),
-        )
+        self._naming = batch_write_naming(exactly_once)
         # This run's own plan: another run's decision at the location never passes for it.
         self._plan = f"{BATCH_WRITE_PLAN}{uuid.uuid4().hex}"
         protocol, committer = self._protocol()
@@ -102,18 +113,28 @@ class ExactlyOnceBatchWriter(DataSourceArrowWriter):
             raise loss_or(exc, BATCH_WRITE_ID) from exc
         finally:
             committer.close()
-        decided = protocol.store.get(BATCH_WRITE_ID)
-        if decided is not None:
-            raise AlreadyWrittenError(
-                location,
-                decided.decided_at_ms,
-                len(decided.committables),
-                finished_now=BATCH_WRITE_ID in finished,
+        if protocol.store.contains(BATCH_WRITE_ID):
+            finished_now = BATCH_WRITE_ID in finished
+            raise self._already_written(
+                protocol, DecidedWrite.FINISHED_NOW if finished_now else DecidedWrite.COMMITTED
             )
         self._sink = with_schema_files(startup_checks(sink))
 
     def _protocol(self) -> tuple[TwoPhaseCommit, KafkaCommitter]:
         return exactly_once_protocol(self._sink, self._exactly_once, self._naming)
+
+    def _already_written(self, protocol: TwoPhaseCommit, state: DecidedWrite) -> Exception:
+        decision = protocol.store.get(BATCH_WRITE_ID)
+        assert decision is not None
+        confirmation = protocol.store.confirmation(BATCH_WRITE_ID)
+        if confirmation is not None and confirmation.accepted_loss is not None:
+            state = DecidedWrite.ACCEPTED_LOSS
+        return AlreadyWrittenError(
+            self._exactly_once.checkpoint_location,
+            decision.decided_at_ms,
+            len(decision.committables),
+            state,
+        )
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Step 2, in a task: produce, then pre-commit at the barrier (end of input)."""
@@ -138,13 +159,28 @@ class ExactlyOnceBatchWriter(DataSourceArrowWriter):
         try:
             crash_point(CrashPoint.DRIVER_BEFORE_DECISION, checkpoint_id=BATCH_WRITE_ID)
             with checkpoint_scope(BATCH_WRITE_ID):
-                protocol.complete(BATCH_WRITE_ID, committables, plan=self._plan)
+                decision = protocol.complete(BATCH_WRITE_ID, committables, plan=self._plan)
             crash_point(CrashPoint.DRIVER_AFTER_COMMIT, checkpoint_id=BATCH_WRITE_ID)
+            # No next batch sweeps for a batch write: an attempt Spark refused (speculation)
+            # that opened its transaction after the sweep would hold readers until its timeout.
+            self._sweep_after_commit(committer, decision.committables)
             committer.register_location(p for c in committables for p in c.partitions)
+        except PreCommitLostError as exc:
+            raise exc.in_batch_write() from exc
+        except ReusedCheckpointId as exc:
+            # Another run on this location decided first; complete() aborted this run's.
+            raise self._already_written(protocol, DecidedWrite.DECIDED_BY_ANOTHER_RUN) from exc
         except CheckpointCommitFailed as exc:
             raise loss_or(exc, BATCH_WRITE_ID) from exc
         finally:
             committer.close()
+
+    @staticmethod
+    def _sweep_after_commit(committer: KafkaCommitter, decided: Sequence[Committable]) -> None:
+        try:
+            committer.abort_lingering(decided)
+        except Exception:
+            _log.warning("the sweep after the batch write's commit failed", exc_info=True)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Step 4, on the driver: fence what the tasks left open; a decided write is left for
@@ -154,6 +190,16 @@ class ExactlyOnceBatchWriter(DataSourceArrowWriter):
             protocol.abort(
                 BATCH_WRITE_ID, committables_of(messages, BATCH_WRITE_ID), reason="spark-abort"
             )
+            # Spark calls abort() right after a commit() that raised. A decided write whose
+            # commits failed has no restart to finish them, as a stream has: try once more now,
+            # before its transactions age further.
+            protocol.recover_decided()
+        except CheckpointCommitFailed as exc:
+            _log.warning(
+                "the decided batch write at %s is not committed yet (%s): rerun the write on "
+                "the same location soon, before its transactions time out, to finish it",
+                self._exactly_once.checkpoint_location, exc,
+            )  # fmt: skip
         finally:
             committer.close()
 

@@ -6,6 +6,7 @@ They say what happened, to which batch and transaction, why it usually happens, 
 from __future__ import annotations
 
 import time
+from enum import Enum
 
 from checkpoint.errors import KafkaEosError
 from checkpoint.store import canonical_location
@@ -25,15 +26,37 @@ class PreCommitLostError(KafkaEosError):
 
     code = "KAFKA_EOS.SINK.PRE_COMMIT_LOST"
 
-    def __init__(self, batch_id: int, transactional_id: str, detail: str) -> None:
+    def __init__(
+        self, batch_id: int, transactional_id: str, detail: str, *, batch_write: bool = False
+    ) -> None:
         self.batch_id = batch_id
         self.transactional_id = transactional_id
+        self.detail = detail
+        what = f"pre-committed transaction {transactional_id} cannot be decided ({detail})"
+        if batch_write:
+            # No replay, and every transaction stays open from the write's first task's first
+            # row until the driver's commit after its last task.
+            super().__init__(
+                f"batch write: {what}. No decision was written and nothing of the write is "
+                "visible: rerun the job on the same checkpointLocation. A batch write's "
+                "transactions stay open from its first task's first row until the driver's "
+                "commit after its last task, so the whole write must end within "
+                "transaction.timeout.ms, less the commit margin: raise "
+                "kafka.transaction.timeout.ms (at most the brokers' transaction.max.timeout.ms), "
+                "give the write enough executor cores to run all its tasks at once, or split it "
+                "into several writes, each with its own checkpointLocation."
+            )
+            return
         super().__init__(
-            f"batch {batch_id}: pre-committed transaction {transactional_id} cannot be decided "
-            f"({detail}). Usually transaction.timeout.ms expired, or nearly, between the "
-            "task's pre-commit and the driver's commit. No decision was written and nothing of "
-            f"the batch is visible: restart the query and Spark replays batch {batch_id}. "
-            f"{_TIMEOUT_FIX}"
+            f"batch {batch_id}: {what}. Usually transaction.timeout.ms expired, or nearly, "
+            "between the task's pre-commit and the driver's commit. No decision was written and "
+            f"nothing of the batch is visible: restart the query and Spark replays batch "
+            f"{batch_id}. {_TIMEOUT_FIX}"
+        )
+
+    def in_batch_write(self) -> PreCommitLostError:
+        return PreCommitLostError(
+            self.batch_id, self.transactional_id, self.detail, batch_write=True
         )
 
 
@@ -217,28 +240,44 @@ def _abort_advice(
     )
 
 
+class DecidedWrite(Enum):
+    """What became of the batch write a location already holds, as its rerun found it."""
+
+    COMMITTED = "it was committed, and its rows are in Kafka once"
+    FINISHED_NOW = (
+        "the run that decided it had not finished its commits, which were finished now, and "
+        "its rows are in Kafka once"
+    )
+    DECIDED_BY_ANOTHER_RUN = (
+        "another run of this write decided it while this run was writing: its rows are in "
+        "Kafka once, and this run's transactions were aborted. Never rerun this write on "
+        "another location, which would write its rows twice"
+    )
+    ACCEPTED_LOSS = (
+        "it was confirmed with transactions accepted as lost or undetermined (kafka-eos txn "
+        "resolve --accept-loss): some of its rows may be missing, and `kafka-eos verify` tells "
+        "which"
+    )
+
+
 class AlreadyWrittenError(KafkaEosError):
     """A batch write's location holds a decided write: writing again would duplicate it."""
 
     code = "KAFKA_EOS.SINK.ALREADY_WRITTEN"
 
     def __init__(
-        self, location: str, decided_at_ms: int | None, transactions: int, finished_now: bool
+        self, location: str, decided_at_ms: int | None, transactions: int, state: DecidedWrite
     ) -> None:
+        self.state = state
         when = (
             "at an unknown time"
             if decided_at_ms is None
             else time.strftime("at %Y-%m-%d %H:%M:%S UTC", time.gmtime(decided_at_ms / 1000))
         )
-        commits = (
-            "the run that decided it died before its commits, which were finished now"
-            if finished_now
-            else "it was committed"
-        )
         super().__init__(
             f"option 'checkpointLocation' = {location!r} holds the decision of a batch write, "
-            f"taken {when} over {transactions} transactions, and {commits}: its rows are in "
-            "Kafka once. This write did not run, so that they are not written twice. If this "
-            "job reruns that write, its output is complete. To write new rows, give this write "
-            "a checkpointLocation of its own (one per write)."
+            f"taken {when} over {transactions} transactions; {state.value}. This write did not "
+            "write its rows again. If this job reruns that write, its output is as that "
+            "write left it. To write new rows, give this write a checkpointLocation of its own "
+            "(one per write)."
         )
