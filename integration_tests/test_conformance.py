@@ -261,6 +261,15 @@ def test_max_offsets_per_trigger_never_exceeds_the_cap(
     assert _ordered(r for b in ours for r in b) == _ordered(r for b in spark_batches for r in b)
 
 
+def _records_in(bootstrap: str, outputs: list[str]) -> list[tuple[Any, ...]]:
+    """(output index, partition, key, value, headers) of every record read_committed sees."""
+    return [
+        (index, r.partition, r.key, r.value, r.headers)
+        for index, output in enumerate(outputs)
+        for r in drain(bootstrap, output, "read_committed")
+    ]
+
+
 @pytest.mark.parametrize(
     ("topic_from", "headers"), [("option", True), ("column", True), ("column", False)]
 )
@@ -300,11 +309,7 @@ def test_the_sink_writes_what_sparks_sink_writes(
         query = writer.trigger(availableNow=True).start()
         query.awaitTermination(240)
         assert query.exception() is None and not query.isActive
-        written[format_name] = [
-            (index, r.partition, r.key, r.value, r.headers)
-            for index, output in enumerate(outputs)
-            for r in drain(topics.bootstrap, output, "read_committed")
-        ]
+        written[format_name] = _records_in(topics.bootstrap, outputs)
     spark_records, ours = (written[f] for f in FORMATS)
     assert len(spark_records) == PLAIN_COUNT
     assert Counter(r[0] for r in spark_records) == (
@@ -391,11 +396,7 @@ def test_a_batch_write_writes_what_sparks_batch_sink_writes(
         if format_name == "kafka-eos":  # the location holds one write: a rerun writes nothing
             with pytest.raises(Exception, match=r"ALREADY_WRITTEN.*it was committed"):
                 writer.mode("append").save()
-        written[format_name] = [
-            (index, r.partition, r.key, r.value, r.headers)
-            for index, output in enumerate(outputs)
-            for r in drain(topics.bootstrap, output, "read_committed")
-        ]
+        written[format_name] = _records_in(topics.bootstrap, outputs)
     spark_records, ours = (written[f] for f in FORMATS)
     assert len(spark_records) == PLAIN_COUNT
     assert Counter(r[0] for r in spark_records) == Counter({0: 12, 1: 18})
