@@ -23,6 +23,8 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import DataFrame, SparkSession
 
+from connectors.spark.compat import ADMISSION_CONTROL
+from integration_tests import available_now
 from integration_tests.conftest import create_topic
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.operations.drain import drain
@@ -194,23 +196,23 @@ def test_the_isolation_level_differs_on_purpose(spark: SparkSession, topics: Top
 def _stream(
     spark: SparkSession, format_name: str, bootstrap: str, checkpoint: Path, **options: str
 ) -> list[list[tuple[Any, ...]]]:
-    """The rows of each micro-batch of an ``AvailableNow`` run, in batch order."""
+    """The rows of each micro-batch of an ``AvailableNow`` run, in batch order (a run to the
+    end on PySpark 4.0 and 4.1: integration_tests.available_now)."""
     batches: dict[int, list[tuple[Any, ...]]] = {}
 
     def collect(frame: DataFrame, batch_id: int) -> None:
         batches[batch_id] = _rows(frame)
 
-    query = (
+    writer = (
         spark.readStream.format(format_name)
         .option("kafka.bootstrap.servers", bootstrap)
         .options(**options)
         .load()
         .writeStream.foreachBatch(collect)
         .option("checkpointLocation", str(checkpoint / format_name))
-        .trigger(availableNow=True)
-        .start()
     )
-    query.awaitTermination(240)
+    query = available_now.start(writer)
+    available_now.wait(query, 240)
     assert not query.isActive, "the AvailableNow run did not end"
     return [batches[b] for b in sorted(batches)]
 
@@ -259,6 +261,31 @@ def test_max_offsets_per_trigger_never_exceeds_the_cap(
     assert [len(b) for b in ours] == [10, 10, 10]  # 30 offsets, a cap of 10: filled each time
     assert [len(b) for b in spark_batches] == [9, 9, 9, 3]  # 3 x floor(10/3), then the rest
     assert _ordered(r for b in ours for r in b) == _ordered(r for b in spark_batches for r in b)
+
+
+@pytest.mark.skipif(ADMISSION_CONTROL, reason="PySpark 4.2 and later give the source a limit")
+def test_available_now_reads_one_capped_batch_before_pyspark_4_2(
+    spark: SparkSession, topics: Topics, tmp_path: Path
+) -> None:
+    """docs/source.md, "PySpark 4.0 and 4.1": Spark runs Trigger.AvailableNow over a Python
+    source as one batch, and the source applies maxOffsetsPerTrigger to it; Spark's own
+    source reads all 30 offsets in that run."""
+    batches: dict[int, int] = {}
+    query = (
+        spark.readStream.format("kafka-eos")
+        .option("kafka.bootstrap.servers", topics.bootstrap)
+        .option("subscribe", topics.plain)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "10")
+        .load()
+        .writeStream.foreachBatch(lambda frame, batch_id: batches.update({batch_id: frame.count()}))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(240)
+    assert not query.isActive, "the AvailableNow run did not end"
+    assert batches == {0: 10}
 
 
 @pytest.mark.parametrize(
