@@ -19,7 +19,7 @@ feature, not by version number, so that a patch release that backports a feature
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -111,21 +111,20 @@ class NextStart:
 
 
 def own_limit_warning(
-    options: Mapping[str, object], *, admission_control: bool = ADMISSION_CONTROL
+    max_offsets: int | None, *, admission_control: bool = ADMISSION_CONTROL
 ) -> str | None:
-    """The warning for a rate option that this PySpark cannot apply as Spark's ``kafka`` source
-    does, or None. Without admission control the source cannot tell the trigger, so it applies
-    the option on every trigger, ``Trigger.Once`` and ``Trigger.AvailableNow`` included, where
-    Spark's source reads everything available."""
-    if admission_control:
-        return None
-    names = [name for name, value in options.items() if value is not None]
-    if not names:
+    """The warning for ``maxOffsetsPerTrigger`` where this PySpark gives the source no read
+    limit, or None. The source then cannot tell the trigger and caps every batch, while Spark
+    runs ``Trigger.Once`` and ``Trigger.AvailableNow`` as one batch: such a run reads one capped
+    batch, where Spark's ``kafka`` source reads everything available. (``minOffsetsPerTrigger``
+    needs no warning: the first trigger after a start is admitted, so such a run reads all.)"""
+    if admission_control or max_offsets is None:
         return None
     return (
         f"kafka-eos source: PySpark {pyspark.__version__} gives Python stream readers no read "
-        f"limit, so {' and '.join(names)} is applied by the source on every trigger: a "
-        "Trigger.Once or Trigger.AvailableNow run reads at most one limited batch, where "
-        "Spark's kafka source reads everything available. Install PySpark 4.2 or later "
-        "(pip install 'pyspark>=4.2,<4.4'), or leave these options out for such runs."
+        f"limit, so maxOffsetsPerTrigger={max_offsets} is applied by the source on every "
+        "trigger: a Trigger.Once or Trigger.AvailableNow run reads one batch of at most that "
+        "many offsets, where Spark's kafka source reads everything available. Install PySpark "
+        "4.2 or later (pip install 'pyspark>=4.2,<4.4'), or leave maxOffsetsPerTrigger out of "
+        "such runs."
     )

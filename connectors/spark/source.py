@@ -243,11 +243,7 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         self._latest: PartitionOffsets | None = None
         self._pinned: PinnedLso | None = None  # created with the first latestOffset
         self._starts = NextStart()  # PySpark 4.0 and 4.1 only (connectors.spark.compat)
-        rates = {
-            "maxOffsetsPerTrigger": self._options.max_offsets_per_trigger,
-            "minOffsetsPerTrigger": self._options.min_offsets_per_trigger,
-        }
-        if (warning := own_limit_warning(rates)) is not None:
+        if (warning := own_limit_warning(self._options.max_offsets_per_trigger)) is not None:
             _log.warning(warning)
 
     def initialOffset(self) -> dict:

@@ -33,20 +33,17 @@ def test_the_next_start_is_the_initial_offset_until_a_batch_is_planned() -> None
 
 
 def test_no_warning_where_spark_passes_the_limit() -> None:
-    assert own_limit_warning({"maxOffsetsPerTrigger": 10}, admission_control=True) is None
+    assert own_limit_warning(10, admission_control=True) is None
 
 
-def test_no_warning_without_a_rate_option() -> None:
-    options = {"maxOffsetsPerTrigger": None, "minOffsetsPerTrigger": None}
-    assert own_limit_warning(options, admission_control=False) is None
+def test_no_warning_without_a_cap() -> None:
+    assert own_limit_warning(None, admission_control=False) is None
 
 
-def test_the_warning_names_the_options_the_version_and_the_fix() -> None:
-    options = {"maxOffsetsPerTrigger": 10, "minOffsetsPerTrigger": None}
-    warning = own_limit_warning(options, admission_control=False)
+def test_the_warning_names_the_option_the_version_and_the_fix() -> None:
+    warning = own_limit_warning(10, admission_control=False)
     assert warning is not None
-    assert "maxOffsetsPerTrigger" in warning
-    assert "minOffsetsPerTrigger" not in warning
+    assert "maxOffsetsPerTrigger=10" in warning
     assert f"PySpark {pyspark.__version__}" in warning
     assert "Trigger.AvailableNow" in warning
     assert "pyspark>=4.2" in warning
