@@ -9,7 +9,7 @@ feature, not by version number, so that a patch release that backports a feature
   Spark planned (:class:`NextStart`) and applies its own limit from the options; the
   stand-in classes below keep one code path for both.
 - **Spark's schema in Arrow** (``to_arrow_schema``): UTC timestamps are ``timezone="UTC"``
-  from PySpark 4.1 or 4.2 on, ``timestamp_utc=True`` before (:func:`arrow_schema`).
+  from PySpark 4.2 on, ``timestamp_utc=True`` before (:func:`arrow_schema`).
 - **Arrow batches for stream writers** (``DataSourceStreamArrowWriter``): PySpark 4.1 and
   later. PySpark 4.0's write worker hands Arrow batches to any writer that is a
   ``DataSourceArrowWriter``, and its commit worker calls ``commit(messages, batchId)`` on the
@@ -81,7 +81,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     """``schema`` in Arrow, its timestamps in UTC: how Spark exchanges rows with Python."""
     if "timezone" in inspect.signature(to_arrow_schema).parameters:
         return to_arrow_schema(schema, timezone="UTC")
-    return to_arrow_schema(schema, timestamp_utc=True)  # PySpark 4.0
+    return to_arrow_schema(schema, timestamp_utc=True)  # PySpark 4.0 and 4.1
 
 
 class NextStart:

@@ -114,7 +114,7 @@ def _schema(with_headers: bool, decoder: BatchDecoder | None = None) -> StructTy
     schema = StructType([*_FIELDS, _HEADERS] if with_headers else _FIELDS)
     if decoder is None:
         return schema
-    # Explicit: the default became True in PySpark 4.1 or 4.2 (a naive timestamp is NTZ).
+    # Explicit: the default was False before PySpark 4.2 (now a naive timestamp is NTZ).
     types = {
         name: from_arrow_type(arrow, prefer_timestamp_ntz=True) for name, arrow in decoder.fields()
     }
