@@ -194,10 +194,16 @@ def test_the_isolation_level_differs_on_purpose(spark: SparkSession, topics: Top
 
 
 def _stream(
-    spark: SparkSession, format_name: str, bootstrap: str, checkpoint: Path, **options: str
+    spark: SparkSession,
+    format_name: str,
+    bootstrap: str,
+    checkpoint: Path,
+    strictly_available_now: bool = False,
+    **options: str,
 ) -> list[list[tuple[Any, ...]]]:
-    """The rows of each micro-batch of an ``AvailableNow`` run, in batch order (a run to the
-    end on PySpark 4.0 and 4.1: integration_tests.available_now)."""
+    """The rows of each micro-batch of an ``AvailableNow`` run, in batch order: a run to the
+    end on PySpark 4.0 and 4.1 (integration_tests.available_now) unless
+    ``strictly_available_now``."""
     batches: dict[int, list[tuple[Any, ...]]] = {}
 
     def collect(frame: DataFrame, batch_id: int) -> None:
@@ -211,8 +217,12 @@ def _stream(
         .writeStream.foreachBatch(collect)
         .option("checkpointLocation", str(checkpoint / format_name))
     )
-    query = available_now.start(writer)
-    available_now.wait(query, 240)
+    if strictly_available_now:
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination(240)
+    else:
+        query = available_now.start(writer)
+        available_now.wait(query, 240)
     assert not query.isActive, "the AvailableNow run did not end"
     return [batches[b] for b in sorted(batches)]
 
@@ -269,22 +279,11 @@ def test_available_now_under_a_cap_reads_one_batch_before_pyspark_4_2(
     """docs/source.md, "PySpark 4.0 and 4.1": those run Trigger.AvailableNow over a Python
     source as one batch, and the source applies maxOffsetsPerTrigger to it; Spark's own source,
     and kafka-eos on PySpark 4.2 and later, read all 30 offsets in that run."""
-    batches: dict[int, int] = {}
-    query = (
-        spark.readStream.format("kafka-eos")
-        .option("kafka.bootstrap.servers", topics.bootstrap)
-        .option("subscribe", topics.plain)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "10")
-        .load()
-        .writeStream.foreachBatch(lambda frame, batch_id: batches.update({batch_id: frame.count()}))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
+    options = {"subscribe": topics.plain, "startingOffsets": "earliest"}
+    batches = _stream(
+        spark, "kafka-eos", topics.bootstrap, tmp_path, True, maxOffsetsPerTrigger="10", **options
     )
-    query.awaitTermination(240)
-    assert not query.isActive, "the AvailableNow run did not end"
-    assert list(batches.values()) == ([10, 10, 10] if ADMISSION_CONTROL else [10])
+    assert [len(b) for b in batches] == ([10, 10, 10] if ADMISSION_CONTROL else [10])
 
 
 @pytest.mark.parametrize(
