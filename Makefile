@@ -6,6 +6,13 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 KAFKA_VERSIONS := 4.3.1 3.9.2 3.5.2 4.4.0
+# The oldest supported PySpark (pyproject: pyspark>=4.0,<4.4) in a venv of its own; $(VENV) has
+# the newest, which runs every test.
+PYSPARK_OLDEST := 4.0.5
+OLDEST_VENV := .venv-pyspark-4.0
+OLDEST_BIN := $(OLDEST_VENV)/bin
+# The fault matrix's smoke case (integration_tests/sink/test_fault_matrix.py).
+SMOKE_CASE := test_b_crash_after_pre_commit_before_decision
 
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP ?= 127.0.0.1
@@ -13,14 +20,16 @@ export TESTCONTAINERS_RYUK_DISABLED := true
 # The wheel `make wheel` builds; the auto-registration test installs it into a throwaway venv.
 export KAFKA_EOS_WHEEL := $(abspath dist/kafka_eos-$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)-py3-none-any.whl)
 
-.PHONY: demo test venv kafka-jars spark-kafka-jars registry-jars docker-engine images check unit \
-	integration test-faults-removed bench stop-docker clean
+.PHONY: demo test venv venv-pyspark-oldest kafka-jars spark-kafka-jars registry-jars docker-engine \
+	images check unit integration integration-pyspark-oldest test-faults-removed bench \
+	stop-docker clean
 
 demo: venv kafka-jars
 	@echo "==> kafka-eos demo (embedded Kafka + Spark local[*])"
 	$(BIN)/kafka-eos demo
 
-test: venv kafka-jars spark-kafka-jars registry-jars images check unit integration
+test: venv kafka-jars spark-kafka-jars registry-jars images check unit integration \
+	integration-pyspark-oldest
 	@echo "==> all tests passed"
 
 venv: $(VENV)/.installed
@@ -30,6 +39,15 @@ $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/pip install -q --upgrade pip
 	@$(BIN)/pip install -q -e '.[test]'
+	@touch $@
+
+venv-pyspark-oldest: $(OLDEST_VENV)/.installed
+
+$(OLDEST_VENV)/.installed: pyproject.toml
+	@echo "==> Python venv with the oldest supported PySpark, $(PYSPARK_OLDEST) ($(OLDEST_VENV))"
+	@test -x $(OLDEST_BIN)/python || $(PYTHON) -m venv $(OLDEST_VENV)
+	@$(OLDEST_BIN)/pip install -q --upgrade pip
+	@$(OLDEST_BIN)/pip install -q -e '.[test]' 'pyspark==$(PYSPARK_OLDEST)'
 	@touch $@
 
 kafka-jars:
@@ -75,6 +93,17 @@ integration: venv kafka-jars spark-kafka-jars registry-jars images wheel
 	@echo "==> integration tests (real Kafka, real Spark)"
 	$(BIN)/python -m pytest integration_tests -q -rA --durations=15
 
+# On the oldest supported PySpark: the unit tests (20 s), the conformance suite and the fault
+# matrix's smoke case on the default Kafka version (about 3 min; the newest PySpark runs
+# everything in `unit` and `integration`). Spark's Kafka connector matching PySpark 4.0 is
+# fetched on first use (kafka_eos/spark_session.py).
+integration-pyspark-oldest: venv-pyspark-oldest kafka-jars images
+	@echo "==> conformance and fault-matrix smoke case on PySpark $(PYSPARK_OLDEST)"
+	$(OLDEST_BIN)/python -m pytest tests -q
+	PYSPARK_PYTHON=$(abspath $(OLDEST_BIN)/python) $(OLDEST_BIN)/python -m pytest -q -rA \
+		integration_tests/test_conformance.py integration_tests/sink/test_fault_matrix.py \
+		-k "test_conformance or ($(SMOKE_CASE) and kafka-$(firstword $(KAFKA_VERSIONS)))"
+
 # Not in `make test` (about 15 min): each fault test, run with its fault removed, must fail on
 # its own assertions; the summary names the assertion that caught each. On one version: what a
 # missing fault leaves does not depend on the transactions protocol.
@@ -103,4 +132,4 @@ stop-docker:
 	@scripts/docker-engine.sh stop
 
 clean:
-	rm -rf $(VENV) .cache .pytest_cache .hypothesis dist build
+	rm -rf $(VENV) $(OLDEST_VENV) .cache .pytest_cache .hypothesis dist build

@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
+
+from connectors.spark.compat import NextStart, ReadLimit, SupportsTriggerAvailableNow
 
 
 class _NumbersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, count: int, per_batch: int, partitions: int) -> None:
         self._count, self._per_batch, self._partitions = count, per_batch, partitions
+        self._starts = NextStart()  # PySpark 4.0 and 4.1 pass latestOffset no start
 
     def initialOffset(self) -> dict[str, int]:
         return {"n": 0}
@@ -19,10 +21,14 @@ class _NumbersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         """All ``count`` numbers exist from the start; nothing arrives later."""
 
-    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+    def latestOffset(
+        self, start: dict[str, int] | None = None, limit: ReadLimit | None = None
+    ) -> dict[str, int]:
+        start = start if start is not None else self._starts.get(self.initialOffset)
         return {"n": min(start["n"] + self._per_batch, self._count)}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        self._starts.planned(end)
         first, last = start["n"], end["n"]
         return [
             InputPartition((first + i, last, self._partitions)) for i in range(self._partitions)

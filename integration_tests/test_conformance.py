@@ -23,6 +23,8 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import DataFrame, SparkSession
 
+from connectors.spark.compat import ADMISSION_CONTROL
+from integration_tests import available_now
 from integration_tests.conftest import create_topic
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.operations.drain import drain
@@ -192,25 +194,35 @@ def test_the_isolation_level_differs_on_purpose(spark: SparkSession, topics: Top
 
 
 def _stream(
-    spark: SparkSession, format_name: str, bootstrap: str, checkpoint: Path, **options: str
+    spark: SparkSession,
+    format_name: str,
+    bootstrap: str,
+    checkpoint: Path,
+    strictly_available_now: bool = False,
+    **options: str,
 ) -> list[list[tuple[Any, ...]]]:
-    """The rows of each micro-batch of an ``AvailableNow`` run, in batch order."""
+    """The rows of each micro-batch of an ``AvailableNow`` run, in batch order: a run to the
+    end on PySpark 4.0 and 4.1 (integration_tests.available_now) unless
+    ``strictly_available_now``."""
     batches: dict[int, list[tuple[Any, ...]]] = {}
 
     def collect(frame: DataFrame, batch_id: int) -> None:
         batches[batch_id] = _rows(frame)
 
-    query = (
+    writer = (
         spark.readStream.format(format_name)
         .option("kafka.bootstrap.servers", bootstrap)
         .options(**options)
         .load()
         .writeStream.foreachBatch(collect)
         .option("checkpointLocation", str(checkpoint / format_name))
-        .trigger(availableNow=True)
-        .start()
     )
-    query.awaitTermination(240)
+    if strictly_available_now:
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination(240)
+    else:
+        query = available_now.start(writer)
+        available_now.wait(query, 240)
     assert not query.isActive, "the AvailableNow run did not end"
     return [batches[b] for b in sorted(batches)]
 
@@ -259,6 +271,19 @@ def test_max_offsets_per_trigger_never_exceeds_the_cap(
     assert [len(b) for b in ours] == [10, 10, 10]  # 30 offsets, a cap of 10: filled each time
     assert [len(b) for b in spark_batches] == [9, 9, 9, 3]  # 3 x floor(10/3), then the rest
     assert _ordered(r for b in ours for r in b) == _ordered(r for b in spark_batches for r in b)
+
+
+def test_available_now_under_a_cap_reads_one_batch_before_pyspark_4_2(
+    spark: SparkSession, topics: Topics, tmp_path: Path
+) -> None:
+    """docs/source.md, "PySpark 4.0 and 4.1": those run Trigger.AvailableNow over a Python
+    source as one batch, and the source applies maxOffsetsPerTrigger to it; Spark's own source,
+    and kafka-eos on PySpark 4.2 and later, read all 30 offsets in that run."""
+    options = {"subscribe": topics.plain, "startingOffsets": "earliest"}
+    batches = _stream(
+        spark, "kafka-eos", topics.bootstrap, tmp_path, True, maxOffsetsPerTrigger="10", **options
+    )
+    assert [len(b) for b in batches] == ([10, 10, 10] if ADMISSION_CONTROL else [10])
 
 
 def _records_in(bootstrap: str, outputs: list[str]) -> list[tuple[Any, ...]]:

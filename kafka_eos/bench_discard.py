@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSource, WriterCommitMessage
 
+from connectors.spark.compat import DataSourceStreamArrowWriter
 from connectors.spark.worker_heap import freeze_imported_heap
 
 if TYPE_CHECKING:

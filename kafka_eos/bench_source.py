@@ -25,7 +25,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from confluent_kafka import Producer
-from pyspark.sql.pandas.types import to_arrow_schema
 from rich.console import Console
 
 from connectors.kafka.client_pool import ConsumerPool
@@ -34,6 +33,7 @@ from connectors.kafka.source.offset_reader import KafkaOffsetReader
 from connectors.kafka.source.options import SourceOptions, parse_options
 from connectors.kafka.source.range_reader import read_range
 from connectors.kafka.source.ranges import OffsetRange
+from connectors.spark.compat import arrow_schema
 from connectors.spark.source import source_schema
 from kafka_eos.bench import report_header
 from kafka_eos.cluster import ProcessCluster
@@ -43,7 +43,7 @@ console = Console()
 TASK_RECORDS = 100
 TOPICS = 100
 # What each Spark task of the source gets: the row schema without headers, in Arrow.
-_SCHEMA = to_arrow_schema(source_schema({}), timezone="UTC")
+_SCHEMA = arrow_schema(source_schema({}))
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,28 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-SPARK_KAFKA_VERSION = "4.2.0"  # 4.3.0 is not on Maven Central; 4.2.0 runs on pyspark 4.3
+# Spark's Kafka connector for each PySpark line: it must match Spark's runtime (4.2.0 fails on
+# Spark 4.0 with NoSuchFieldError: TOPIC_PARTITIONS). Each is the newest release whose
+# spark-token-provider-kafka jar is on Maven Central (4.0.1-4.0.4 and 4.1.2-4.1.3 lack it;
+# 4.3.0 is not there at all): 4.2.0 runs on pyspark 4.3.
+SPARK_KAFKA_VERSIONS = {"4.0": "4.0.0", "4.1": "4.1.1", "4.2": "4.2.0", "4.3": "4.2.0"}
+
+
+def spark_kafka_version() -> str:
+    """The connector release for the installed PySpark."""
+    import pyspark
+
+    return SPARK_KAFKA_VERSIONS[".".join(pyspark.__version__.split(".")[:2])]
 
 
 def spark_kafka_jars() -> list[str]:
     """Spark's own Kafka connector (``format("kafka")``), for comparisons with it: resolved
     from Maven Central on first use (``scripts/spark-kafka-jars/fetch.sh``), then cached."""
-    folder = PROJECT_ROOT / ".cache" / "spark-kafka" / SPARK_KAFKA_VERSION
+    version = spark_kafka_version()
+    folder = PROJECT_ROOT / ".cache" / "spark-kafka" / version
     if not (folder / ".complete").exists():
         script = PROJECT_ROOT / "scripts" / "spark-kafka-jars" / "fetch.sh"
-        subprocess.run([str(script), SPARK_KAFKA_VERSION], check=True)
+        subprocess.run([str(script), version], check=True)
     return sorted(str(jar) for jar in folder.glob("*.jar"))
 
 

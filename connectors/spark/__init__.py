@@ -17,5 +17,12 @@ __all__ = ["KafkaEosDataSource", "register"]
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``format("kafka-eos")`` available in this session."""
-    spark.dataSource.register(KafkaEosDataSource)
+    """Make ``format("kafka-eos")`` available in this session. PySpark 4.0 refuses a name that
+    its auto-registration (``pyspark_kafka_eos``) already gave this installed source: kept."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        spark.dataSource.register(KafkaEosDataSource)
+    except AnalysisException as exc:
+        if exc.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
+            raise

@@ -34,7 +34,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -62,6 +62,7 @@ from connectors.kafka.sink.options import (
 from connectors.kafka.sink.writer import AtLeastOnceWriter, ExactlyOnceWriter, NoGuaranteeWriter
 from connectors.policy import checked_sink_config
 from connectors.policy.inputs import Timing
+from connectors.spark.compat import DataSourceStreamArrowWriter
 from connectors.spark.worker_heap import freeze_imported_heap
 
 if TYPE_CHECKING:

@@ -31,14 +31,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    ReadMinRows,
-    SupportsTriggerAvailableNow,
-)
+from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -81,6 +74,16 @@ from connectors.kafka.source.options import (
 )
 from connectors.kafka.source.range_reader import read_range
 from connectors.kafka.source.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
+from connectors.spark.compat import (
+    NextStart,
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+    arrow_schema,
+    own_limit_warning,
+)
 from connectors.spark.worker_heap import freeze_imported_heap
 
 _log = logging.getLogger(__name__)
@@ -111,7 +114,10 @@ def _schema(with_headers: bool, decoder: BatchDecoder | None = None) -> StructTy
     schema = StructType([*_FIELDS, _HEADERS] if with_headers else _FIELDS)
     if decoder is None:
         return schema
-    types = {name: from_arrow_type(arrow) for name, arrow in decoder.fields()}
+    # Explicit: the default was False before PySpark 4.2 (now a naive timestamp is NTZ).
+    types = {
+        name: from_arrow_type(arrow, prefer_timestamp_ntz=True) for name, arrow in decoder.fields()
+    }
     fields = [StructField(f.name, types.pop(f.name, f.dataType)) for f in schema.fields]
     return StructType(fields + [StructField(name, type_) for name, type_ in types.items()])
 
@@ -158,12 +164,12 @@ class _KafkaRead:
         if not isinstance(partition, KafkaInputPartition):
             return iter(())
         if self._decoder is None:
-            schema = to_arrow_schema(self._schema, timezone="UTC")
+            schema = arrow_schema(self._schema)
             return read_range(partition.value, self._options, self._executor_group, schema)
         # Read as Kafka has it, then decode: a malformed value names its offset.
-        kafka = to_arrow_schema(_schema(self._options.include_headers), timezone="UTC")
+        kafka = arrow_schema(_schema(self._options.include_headers))
         batches = read_range(partition.value, self._options, self._executor_group, kafka)
-        return self._decoder.decode(batches, to_arrow_schema(self._schema, timezone="UTC"))
+        return self._decoder.decode(batches, arrow_schema(self._schema))
 
     def _tasks(self, ranges: list[OffsetRange]) -> list[KafkaInputPartition]:
         options = self._options
@@ -237,6 +243,9 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         self._target: PartitionOffsets | None = None  # the end of Trigger.AvailableNow
         self._latest: PartitionOffsets | None = None
         self._pinned: PinnedLso | None = None  # created with the first latestOffset
+        self._starts = NextStart()  # PySpark 4.0 and 4.1 only (connectors.spark.compat)
+        if (warning := own_limit_warning(self._options.max_offsets_per_trigger)) is not None:
+            _log.warning(warning)
 
     def initialOffset(self) -> dict:
         # Step 1
@@ -262,14 +271,17 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         """Fix the end now: partitions and records that appear later wait for the next run."""
         self._target = self._kafka.latest(self._kafka.partitions())
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
         """The end of the next batch: everything available, or as much as the limit admits.
 
         Spark passes ``ReadAllAvailable`` for ``Trigger.Once`` and must then get everything;
         otherwise the limit is the one from ``getDefaultReadLimit``. Spark's Python API has no
         composite limit, so ``minOffsetsPerTrigger`` is applied from the options here, and it
         is ignored under ``Trigger.AvailableNow``, where waiting for more data would never end.
+        PySpark 4.0 and 4.1 pass neither a start nor a limit: see connectors.spark.compat.
         """
+        if start is None or limit is None:
+            start, limit = self._starts.get(self.initialOffset), self.getDefaultReadLimit()
         begin = from_json_dict(
             start, what="the start offset Spark passed to latestOffset", symbolic=True
         )
@@ -350,6 +362,7 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         begin = from_json_dict(start, what="the batch start in Spark's offset log", symbolic=True)
         # A batch is planned: batch 0 was checked by the driver that logged its end.
         self._unnamed = None
+        self._starts.planned(end)
         if LATEST in begin.values():
             return []  # Step 3: batch 0, which only pins the start
         stop = from_json_dict(end, what="the batch end in Spark's offset log")

@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 
 from checkpoint.crashpoints import PGID_ENV
 from connectors.spark import register
+from integration_tests import available_now
 from integration_tests.numbers_source import NumbersSource
 from kafka_eos.spark_session import new_spark_session
 
@@ -88,12 +89,12 @@ def main(argv: list[str]) -> int:
     for pair in args.option:
         key, _, value = pair.partition("=")
         writer = writer.option(key, value)
-    query = writer.trigger(availableNow=True).start()
+    query = available_now.start(writer)
     if args.stop_when:
         while query.isActive and not os.path.exists(args.stop_when):
             time.sleep(0.2)
         query.stop()  # what a user's stop does: mid-batch when the file came mid-batch
-    query.awaitTermination()
+    available_now.wait(query)
     spark.stop()
     return 0
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import logging
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable
 from test_source_stream_reader import reader
 
 from connectors.kafka.source.errors import KafkaSourceError
 from connectors.kafka.source.lag import PinnedLso, pinned_warning
+from connectors.spark.compat import ReadAllAvailable
 
 T0 = ("t", 0)
 

@@ -9,7 +9,6 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from kafka_metadata import FakeMetadata, FakeTopic
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from connectors.kafka.client_pool import ConsumerPool
 from connectors.kafka.source import client as source_client
@@ -18,6 +17,7 @@ from connectors.kafka.source.errors import DataLossError, KafkaSourceError
 from connectors.kafka.source.options import parse_options
 from connectors.kafka.source.range_reader import _RangeRead
 from connectors.kafka.source.ranges import OffsetRange
+from connectors.spark.compat import arrow_schema
 from connectors.spark.source import source_schema
 
 BASE = {"kafka.bootstrap.servers": "k:9092", "subscribe": "t"}
@@ -115,7 +115,7 @@ def error(code: int) -> FakeMessage:
 def read(consumer: FakeConsumer, start: int, end: int, **options: str) -> list[int]:
     opts = {**BASE, "kafkaConsumer.pollTimeoutMs": "300", **options}
     parsed = parse_options(opts, streaming=True)
-    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
+    schema = arrow_schema(source_schema(opts))
     read = _RangeRead(consumer, OffsetRange("t", 0, start, end), parsed, schema)  # type: ignore[arg-type]
     return [o for batch in read.batches() for o in batch.column("offset").to_pylist()]
 
@@ -288,7 +288,7 @@ def read_range_of(
         return answer()
 
     monkeypatch.setattr(range_reader, "open_consumer", open_consumer)
-    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
+    schema = arrow_schema(source_schema(opts))
     batches = range_reader.read_range(
         OffsetRange("t", 0, 0, 9),
         parse_options(opts, streaming=True),
@@ -355,7 +355,7 @@ def read_with_marks(
 ) -> list[int]:
     opts = {**BASE, "kafkaConsumer.pollTimeoutMs": "600000", **options}
     parsed = parse_options(opts, streaming=True)
-    schema = to_arrow_schema(source_schema(opts), timezone="UTC")
+    schema = arrow_schema(source_schema(opts))
     read = _RangeRead(
         consumer,  # type: ignore[arg-type]
         OffsetRange("t", 0, start, end),

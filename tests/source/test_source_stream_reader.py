@@ -8,13 +8,13 @@ from collections.abc import Iterable
 
 import pytest
 from kafka_metadata import FakeCluster
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from connectors.kafka.source import client as source_client
 from connectors.kafka.source.errors import DataLossError, SourceOptionError
 from connectors.kafka.source.offsets import PartitionKey, PartitionOffsets
 from connectors.kafka.source.options import BoundKind, OffsetBound
 from connectors.kafka.source.ranges import OffsetRange
+from connectors.spark.compat import ReadAllAvailable, ReadMaxRows, ReadMinRows
 from connectors.spark.source import KafkaStreamReader, source_schema
 
 OPTIONS = {"kafka.bootstrap.servers": "k:9092", "subscribe": "t", "startingoffsets": "earliest"}
