@@ -62,11 +62,15 @@ def test_task_failure_after_pre_commit_is_retried_and_the_dead_attempts_transact
     assert pipeline.spark_committed_batches() == {0, 1, 2}
 
 
+@default_version_only
 def test_transaction_timed_out_before_the_decision_fails_the_batch_loudly(
     pipeline: Pipeline, tmp_path: Path
 ) -> None:
     """The driver is held after every pre-commit until the broker aborted the transactions on
-    their timeout. Deciding would lose batch 1, so the batch fails, and a restart replays it."""
+    their timeout. Deciding would lose batch 1, so the batch fails, and a restart replays it.
+    On one version: V1 and V2 coordinators both bump the epoch of a timed-out transaction, and
+    the verify refuses it by its state alone; after the decision, where the commit oracle
+    differs, the timeout runs on both."""
     go = tmp_path / "go"
     crash_at = f"driver.before_decision@1:stall-until={go}"
     with pipeline.started(crash_at, options=SHORT_TIMEOUT) as job:
