@@ -16,21 +16,40 @@ if TYPE_CHECKING:
 SPARK_KAFKA_VERSION = "4.2.0"  # 4.3.0 is not on Maven Central; 4.2.0 runs on pyspark 4.3
 
 
+S3A_HADOOP_VERSION = "3.5.0"  # hadoop-aws must be the Hadoop of PySpark 4.3's jars
+
+
 def spark_kafka_jars() -> list[str]:
     """Spark's own Kafka connector (``format("kafka")``), for comparisons with it: resolved
     from Maven Central on first use (``scripts/spark-kafka-jars/fetch.sh``), then cached."""
-    folder = PROJECT_ROOT / ".cache" / "spark-kafka" / SPARK_KAFKA_VERSION
+    return _cached_jars("spark-kafka", SPARK_KAFKA_VERSION, "spark-kafka-jars")
+
+
+def s3a_jars() -> list[str]:
+    """hadoop-aws and the AWS SDK modules S3A loads, for checkpoints on ``s3a://``: resolved
+    on first use (``scripts/s3a-jars/fetch.sh``), then cached."""
+    return _cached_jars("s3a", S3A_HADOOP_VERSION, "s3a-jars")
+
+
+def _cached_jars(cache: str, version: str, script: str) -> list[str]:
+    folder = PROJECT_ROOT / ".cache" / cache / version
     if not (folder / ".complete").exists():
-        script = PROJECT_ROOT / "scripts" / "spark-kafka-jars" / "fetch.sh"
-        subprocess.run([str(script), SPARK_KAFKA_VERSION], check=True)
+        subprocess.run([str(PROJECT_ROOT / "scripts" / script / "fetch.sh"), version], check=True)
     return sorted(str(jar) for jar in folder.glob("*.jar"))
 
 
 def new_spark_session(
-    master: str = "local[2]", app_name: str = "kafka-eos", *, spark_kafka: bool = False
+    master: str = "local[2]",
+    app_name: str = "kafka-eos",
+    *,
+    spark_kafka: bool = False,
+    s3a: bool = False,
+    conf: dict[str, str] | None = None,
 ) -> SparkSession:
     """Python workers run ``PYSPARK_PYTHON``; without it they pick the system python3, which
-    lacks pyarrow and this project. ``spark_kafka`` adds Spark's own Kafka connector."""
+    lacks pyarrow and this project. ``spark_kafka`` adds Spark's own Kafka connector; ``s3a``
+    the S3A jars, on the class path: with ``spark.jars`` alone, the checkpoint manager does not
+    find ``org.apache.hadoop.fs.s3a.S3A``. ``conf``: more settings (``spark.hadoop.fs.s3a.*``)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -46,4 +65,10 @@ def new_spark_session(
     )
     if spark_kafka:
         builder = builder.config("spark.jars", ",".join(spark_kafka_jars()))
+    if s3a:
+        classpath = os.pathsep.join(s3a_jars())
+        builder = builder.config("spark.driver.extraClassPath", classpath)
+        builder = builder.config("spark.executor.extraClassPath", classpath)
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     return builder.getOrCreate()
