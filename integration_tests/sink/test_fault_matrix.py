@@ -101,12 +101,7 @@ def s3_pipeline(
     s3_server = pytest.importorskip("s3_server", reason="needs the test extras (moto)")
     boto3 = pytest.importorskip("boto3", reason="needs the s3 extra (boto3)")
     with s3_server.s3_server() as endpoint:
-        for key, value in {
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL_S3": endpoint,
-        }.items():
+        for key, value in s3_server.aws_environment(endpoint).items():
             monkeypatch.setenv(key, value)
         boto3.client("s3").create_bucket(Bucket="kafka-eos-checkpoints")
         s3a = {

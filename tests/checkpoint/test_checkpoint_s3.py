@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("moto.server", reason="needs the test extras: pip install -e '.[test]'")
 
 import boto3
-from s3_server import FaultProxy, s3_server
+from s3_server import FaultProxy, aws_environment, s3_server
 
 from checkpoint.errors import ProtocolError, StorageError
 from checkpoint.model import Committable, Snapshot
@@ -45,14 +45,9 @@ def proxy(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fault
     configure the store: through the AWS environment variables."""
     faults = FaultProxy(moto_endpoint)
     with faults.running() as endpoint:
-        for key, value in {
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL_S3": endpoint,
-            "AWS_MAX_ATTEMPTS": "3",
-        }.items():
+        for key, value in aws_environment(endpoint).items():
             monkeypatch.setenv(key, value)
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "3")
         yield faults
 
 

@@ -30,6 +30,17 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def aws_environment(endpoint: str) -> dict[str, str]:
+    """The settings a user gives the sink's Python for an S3 endpoint (docs/sink.md#storage);
+    moto accepts any credentials."""
+    return {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL_S3": endpoint,
+    }
+
+
 @contextmanager
 def s3_server() -> Iterator[str]:
     """moto's S3 on a free local port, for the duration; yields its endpoint URL."""
