@@ -177,7 +177,7 @@ def _s3(location: str) -> tuple[FileSystem, str]:
         raise ConfigError(
             f"location {location!r} is on S3, whose decisions are written once by conditional "
             f"puts through boto3, which cannot be imported ({error}): pip install "
-            "'kafka-eos[s3]' (boto3>=1.36) on the driver and the executors"
+            "'kafka-eos[s3]' (boto3>=1.36) where the driver runs"
         ) from error
     root = canonical_uri(location).removeprefix("s3://").rstrip("/")
     return S3FileSystem(location), root

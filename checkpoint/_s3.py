@@ -30,7 +30,7 @@ _SETTINGS = (
     "credentials and endpoint come from this process's environment, not from Spark's "
     "spark.hadoop.fs.s3a.* settings: set AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (or "
     "AWS_PROFILE, or an instance role), AWS_REGION and, for a non-AWS endpoint, "
-    "AWS_ENDPOINT_URL_S3 on the driver and the executors (docs/sink.md#storage)"
+    "AWS_ENDPOINT_URL_S3 in the driver's environment (docs/sink.md#storage)"
 )
 
 
@@ -106,10 +106,8 @@ class S3FileSystem:
 
     def _error(self, operation: str, path: str, error: Exception) -> StorageError:
         if hasattr(error, "response"):
-            answer = (
-                f"HTTP {_status(error)} {_code(error)}: "
-                f"{error.response.get('Error', {}).get('Message', '')}"
-            )
+            said = str(error.response.get("Error", {}).get("Message", "")).rstrip(".")
+            answer = f"HTTP {_status(error)} {_code(error)}: {said}"
         else:
             answer = f"no answer ({error})"
         return StorageError(self._location, f"s3://{path}", operation, answer, _SETTINGS)
