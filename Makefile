@@ -20,15 +20,15 @@ export TESTCONTAINERS_RYUK_DISABLED := true
 # The wheel `make wheel` builds; the auto-registration test installs it into a throwaway venv.
 export KAFKA_EOS_WHEEL := $(abspath dist/kafka_eos-$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)-py3-none-any.whl)
 
-.PHONY: demo test venv venv-pyspark-oldest kafka-jars spark-kafka-jars registry-jars docker-engine \
-	images check unit integration integration-pyspark-oldest test-faults-removed bench \
-	stop-docker clean
+.PHONY: demo test venv venv-pyspark-oldest kafka-jars spark-kafka-jars s3a-jars registry-jars \
+	docker-engine images check unit integration integration-pyspark-oldest test-faults-removed \
+	bench stop-docker clean
 
 demo: venv kafka-jars
 	@echo "==> kafka-eos demo (embedded Kafka + Spark local[*])"
 	$(BIN)/kafka-eos demo
 
-test: venv kafka-jars spark-kafka-jars registry-jars images check unit integration \
+test: venv kafka-jars spark-kafka-jars s3a-jars registry-jars images check unit integration \
 	integration-pyspark-oldest
 	@echo "==> all tests passed"
 
@@ -58,6 +58,11 @@ kafka-jars:
 spark-kafka-jars:
 	@echo "==> Spark's Kafka connector jars from Maven Central"
 	@scripts/spark-kafka-jars/fetch.sh
+
+# hadoop-aws and the AWS SDK modules S3A loads: the fault matrix's case on S3 (moto).
+s3a-jars:
+	@echo "==> S3A jars from Maven Central"
+	@scripts/s3a-jars/fetch.sh
 
 # A real schema registry for the tests (kafka_eos/cluster/registry.py): Apicurio Registry's
 # server, whose API at /apis/ccompat/v7 is Confluent's.
@@ -89,7 +94,7 @@ unit: venv
 	@echo "==> unit tests (no broker)"
 	$(BIN)/python -m pytest tests -q
 
-integration: venv kafka-jars spark-kafka-jars registry-jars images wheel
+integration: venv kafka-jars spark-kafka-jars s3a-jars registry-jars images wheel
 	@echo "==> integration tests (real Kafka, real Spark)"
 	$(BIN)/python -m pytest integration_tests -q -rA --durations=15
 

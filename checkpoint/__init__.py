@@ -15,6 +15,7 @@ from checkpoint.errors import (
     KafkaEosError,
     ParticipantFenced,
     ProtocolError,
+    StorageError,
     UnsupportedFormatVersion,
 )
 from checkpoint.model import (
@@ -56,6 +57,7 @@ __all__ = [
     "Snapshot",
     "SnapshotStore",
     "SourceOffset",
+    "StorageError",
     "TopicPartition",
     "TwoPhaseCommit",
     "UnsupportedFormatVersion",

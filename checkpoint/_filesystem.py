@@ -1,9 +1,10 @@
-"""Filesystem backends of the snapshot store: a local disk with fsync, or any pyarrow filesystem.
+"""Filesystem backends of the snapshot store: a local disk with fsync, S3 with conditional puts
+(checkpoint/_s3.py), or any pyarrow filesystem.
 
-Internal: the store only needs read, atomic write, exists, list and delete, so that is all a
-backend offers. ``pyarrow.fs`` and fsspec are imported only for URIs, never for local paths.
-Whatever names the local disk (a path, ``file:``, a pyarrow or fsspec local filesystem) gets
-the fsyncing backend.
+Internal: the store only needs read, atomic write, write-once create, exists, list and delete,
+so that is all a backend offers. ``pyarrow.fs``, fsspec and boto3 are imported only for URIs,
+never for local paths. Whatever names the local disk (a path, ``file:``, a pyarrow or fsspec
+local filesystem) gets the fsyncing backend.
 
 A location is read as Hadoop's ``Path`` (so Spark) reads a checkpoint location; otherwise the
 store could keep its decisions on other storage than Spark's own checkpoint:
@@ -13,6 +14,7 @@ store could keep its decisions on other storage than Spark's own checkpoint:
   ``%20``); ``file://host/a/b`` and ``file:a/b`` are refused, as Hadoop refuses them;
 * ``hdfs:/a/b`` and ``hdfs:///a/b`` (no namenode): ``/a/b`` on the default filesystem
   (``fs.defaultFS``), pyarrow's ``HadoopFileSystem("default", 0)``;
+* ``s3://``, ``s3a://``, ``s3n://``: boto3, for its conditional puts;
 * any other URI: ``pyarrow.fs``, or fsspec for the schemes pyarrow lacks.
 """
 
@@ -32,10 +34,13 @@ if TYPE_CHECKING:
 
 
 class FileSystem(Protocol):
-    """What the store needs from storage; ``write_atomic`` publishes all bytes or none."""
+    """What the store needs from storage; ``write_atomic`` publishes all bytes or none, and
+    ``create`` does too but raises FileExistsError if ``path`` exists (on S3, even if another
+    writer put it since; elsewhere the store's single writer checked before)."""
 
     def read(self, path: str) -> bytes: ...
     def write_atomic(self, path: str, data: bytes) -> None: ...
+    def create(self, path: str, data: bytes) -> None: ...
     def exists(self, path: str) -> bool: ...
     def list(self, directory: str) -> list[str]: ...
     def delete(self, path: str) -> None: ...
@@ -52,6 +57,8 @@ def open_filesystem(
         if uri is None or uri.scheme == "file":
             path = os.path.abspath(location if uri is None else _file_path(location, uri))
             return _LocalFileSystem(path), path
+        if f"{uri.scheme}://" in ("s3://", *_S3_ALIASES):
+            return _s3(location)
         fs, root = _from_uri(location, uri)
     root = root.rstrip("/")
     local = _local_path(fs, root)
@@ -163,6 +170,19 @@ def _file_path(location: str, uri: _Uri) -> str:
     return _absolute_path(location, uri)
 
 
+def _s3(location: str) -> tuple[FileSystem, str]:
+    try:
+        from checkpoint._s3 import S3FileSystem  # boto3: only for S3 locations
+    except ImportError as error:
+        raise ConfigError(
+            f"location {location!r} is on S3, whose decisions are written once by conditional "
+            f"puts through boto3, which cannot be imported ({error}): pip install "
+            "'kafka-eos[s3]' (boto3>=1.36) where the driver runs"
+        ) from error
+    root = canonical_uri(location).removeprefix("s3://").rstrip("/")
+    return S3FileSystem(location), root
+
+
 def _from_uri(location: str, uri: _Uri) -> tuple[pyarrow.fs.FileSystem, str]:
     import pyarrow.fs  # remote only: keeps local use free of the import cost
 
@@ -246,6 +266,10 @@ class _LocalFileSystem:
             raise
         _fsync_directory(directory)
 
+    def create(self, path: str, data: bytes) -> None:
+        """``write_atomic``: one writer per location (Spark's rule), which checked first."""
+        self.write_atomic(path, data)
+
     def exists(self, path: str) -> bool:
         self._settle(os.path.dirname(path))
         return os.path.exists(path)
@@ -312,7 +336,8 @@ def _fsync_directory(directory: str) -> None:
 
 
 class _ArrowFileSystem:
-    """Any ``pyarrow.fs.FileSystem`` (S3, GCS, HDFS, ABFS, or fsspec behind ``PyFileSystem``)."""
+    """Any ``pyarrow.fs.FileSystem`` (GCS, HDFS, ABFS, S3 when the caller passes one, or fsspec
+    behind ``PyFileSystem``)."""
 
     def __init__(self, fs: pyarrow.fs.FileSystem, root: str) -> None:
         self._fs = fs
@@ -340,6 +365,10 @@ class _ArrowFileSystem:
         except BaseException:
             self.delete(temp)
             raise
+
+    def create(self, path: str, data: bytes) -> None:
+        """``write_atomic``: one writer per location (Spark's rule), which checked first."""
+        self.write_atomic(path, data)
 
     def exists(self, path: str) -> bool:
         import pyarrow.fs

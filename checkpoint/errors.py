@@ -80,6 +80,23 @@ class FormatError(KafkaEosError, ValueError):
     code = "KAFKA_EOS.CHECKPOINT.INVALID_FORMAT"
 
 
+class StorageError(KafkaEosError, OSError):
+    """The store's storage refused or failed an operation (after its client's retries).
+
+    Nothing it was writing is reported durable; a retry is safe (decisions are write-once).
+    """
+
+    code = "KAFKA_EOS.CHECKPOINT.STORAGE_FAILED"
+
+    def __init__(self, location: str, path: str, operation: str, answer: str, fix: str) -> None:
+        super().__init__(
+            f"{operation} of {path} (store at {location!r}) failed: {answer}. If it is "
+            f"transient, restart the query (a decision is written once, so a retry is safe); "
+            f"otherwise fix access: {fix}"
+        )
+        self.location, self.path, self.operation, self.answer = location, path, operation, answer
+
+
 class UnsupportedFormatVersion(FormatError):
     """The data was written in a format version this release cannot read."""
 

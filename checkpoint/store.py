@@ -11,12 +11,15 @@ Why it is safe:
 
 1. Atomic publish. Bytes go to a hidden temporary name, are flushed (``fsync`` on a local disk),
    then moved to the final name; on a local disk the directory is fsynced too so the rename
-   survives power loss. Local and HDFS renames are atomic. On object stores (S3, GCS, ABFS) a
-   move is a server-side copy, which is atomic per object, plus a delete: the final name never
-   holds a partial object, and a crash between copy and delete leaves only a hidden temporary
-   that :meth:`SnapshotStore.prune` removes.
+   survives power loss. Local and HDFS renames are atomic. S3 has neither rename nor fsync: each
+   file is one whole-object put (checkpoint/_s3.py), which S3 publishes whole or not at all. On
+   other object stores (GCS, ABFS) a move is a server-side copy, atomic per object, plus a
+   delete: the final name never holds a partial object, and a crash between copy and delete
+   leaves only a hidden temporary that :meth:`SnapshotStore.prune` removes.
 2. Write-once names. A decision is never overwritten, so no reader can see it change and
-   eventual consistency of overwrites (older object stores) does not matter.
+   eventual consistency of overwrites (older object stores) does not matter. On S3 the put of a
+   decision is conditional (``If-None-Match: *``): of two writers of decision N, S3 stores one
+   and refuses the other, which :meth:`SnapshotStore.write` then reports as already decided.
 3. Checksum. Each file embeds the sha256 of its canonical JSON; a truncated or damaged file is
    rejected with :class:`CorruptSnapshotError` naming it, never silently skipped, because skipping
    a decision could lose or duplicate a batch.
@@ -65,8 +68,9 @@ def read_location(location: str | os.PathLike[str]) -> bytes | None:
 class SnapshotStore:
     """Decisions and confirmations of one pipeline, on a local path or a filesystem URI.
 
-    ``location`` is a local path, ``file://...``, or any URI that ``pyarrow.fs`` (``s3://``,
-    ``gs://``, ``hdfs://``, ``abfs://``) or fsspec (``memory://``, ...) understands. Pass
+    ``location`` is a local path, ``file://...``, ``s3://`` (``s3a://``; through boto3), or any
+    URI that ``pyarrow.fs`` (``gs://``, ``hdfs://``, ``abfs://``) or fsspec (``memory://``, ...)
+    understands. Pass
     ``filesystem`` to use a configured ``pyarrow.fs.FileSystem`` with ``location`` as its path.
     ``retain`` is how many newest decisions :meth:`prune` keeps.
     """
@@ -90,17 +94,27 @@ class SnapshotStore:
     # -- decisions -------------------------------------------------------------------------
 
     def write(self, snapshot: Snapshot) -> None:
-        """Publish a decision. Write-once: rewriting the same content is a no-op, other fails."""
-        existing = self.get(snapshot.checkpoint_id)
-        if existing is not None:
-            if existing != snapshot:
-                raise ProtocolError(
-                    f"checkpoint {snapshot.checkpoint_id} is already decided in "
-                    f"{self._path(snapshot.checkpoint_id, 'snapshot')} with other content; "
-                    "a decision is final and is never rewritten"
-                )
+        """Publish a decision. Write-once: rewriting the same content is a no-op, other fails,
+        also when another writer got there between the check and the write (S3's conditional
+        put refuses it), or when a retried put finds the one whose answer was lost."""
+        if self._check_existing(snapshot):
             return
-        self._fs.write_atomic(self._path(snapshot.checkpoint_id, "snapshot"), _encode(snapshot))
+        try:
+            self._fs.create(self._path(snapshot.checkpoint_id, "snapshot"), _encode(snapshot))
+        except FileExistsError:
+            if not self._check_existing(snapshot):
+                raise  # created, then gone (pruned?) before it could be read: report it
+
+    def _check_existing(self, snapshot: Snapshot) -> bool:
+        """Whether ``snapshot`` is the decision already there; ProtocolError if another is."""
+        existing = self.get(snapshot.checkpoint_id)
+        if existing is not None and existing != snapshot:
+            raise ProtocolError(
+                f"checkpoint {snapshot.checkpoint_id} is already decided in "
+                f"{self._path(snapshot.checkpoint_id, 'snapshot')} with other content; "
+                "a decision is final and is never rewritten"
+            )
+        return existing is not None
 
     def get(self, checkpoint_id: int) -> Snapshot | None:
         """The decision of ``checkpoint_id``, or None if it was never decided (or was pruned)."""

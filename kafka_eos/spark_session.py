@@ -27,22 +27,40 @@ def spark_kafka_version() -> str:
     return SPARK_KAFKA_VERSIONS[".".join(pyspark.__version__.split(".")[:2])]
 
 
+S3A_HADOOP_VERSION = "3.5.0"  # hadoop-aws must be the Hadoop of PySpark 4.3's jars
+
+
 def spark_kafka_jars() -> list[str]:
     """Spark's own Kafka connector (``format("kafka")``), for comparisons with it: resolved
     from Maven Central on first use (``scripts/spark-kafka-jars/fetch.sh``), then cached."""
-    version = spark_kafka_version()
-    folder = PROJECT_ROOT / ".cache" / "spark-kafka" / version
+    return _cached_jars("spark-kafka", spark_kafka_version(), "spark-kafka-jars")
+
+
+def s3a_jars() -> list[str]:
+    """hadoop-aws and the AWS SDK modules S3A loads, for checkpoints on ``s3a://``: resolved
+    on first use (``scripts/s3a-jars/fetch.sh``), then cached."""
+    return _cached_jars("s3a", S3A_HADOOP_VERSION, "s3a-jars")
+
+
+def _cached_jars(cache: str, version: str, script: str) -> list[str]:
+    folder = PROJECT_ROOT / ".cache" / cache / version
     if not (folder / ".complete").exists():
-        script = PROJECT_ROOT / "scripts" / "spark-kafka-jars" / "fetch.sh"
-        subprocess.run([str(script), version], check=True)
+        subprocess.run([str(PROJECT_ROOT / "scripts" / script / "fetch.sh"), version], check=True)
     return sorted(str(jar) for jar in folder.glob("*.jar"))
 
 
 def new_spark_session(
-    master: str = "local[2]", app_name: str = "kafka-eos", *, spark_kafka: bool = False
+    master: str = "local[2]",
+    app_name: str = "kafka-eos",
+    *,
+    spark_kafka: bool = False,
+    s3a: bool = False,
+    conf: dict[str, str] | None = None,
 ) -> SparkSession:
     """Python workers run ``PYSPARK_PYTHON``; without it they pick the system python3, which
-    lacks pyarrow and this project. ``spark_kafka`` adds Spark's own Kafka connector."""
+    lacks pyarrow and this project. ``spark_kafka`` adds Spark's own Kafka connector; ``s3a``
+    the S3A jars, on the class path: with ``spark.jars`` alone, the checkpoint manager does not
+    find ``org.apache.hadoop.fs.s3a.S3A``. ``conf``: more settings (``spark.hadoop.fs.s3a.*``)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -58,4 +76,10 @@ def new_spark_session(
     )
     if spark_kafka:
         builder = builder.config("spark.jars", ",".join(spark_kafka_jars()))
+    if s3a:
+        classpath = os.pathsep.join(s3a_jars())
+        builder = builder.config("spark.driver.extraClassPath", classpath)
+        builder = builder.config("spark.executor.extraClassPath", classpath)
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     return builder.getOrCreate()

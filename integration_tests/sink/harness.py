@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import Producer
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
+from checkpoint._filesystem import open_filesystem
 from checkpoint.crashpoints import ENV as CRASH_ENV
 from checkpoint.crashpoints import HITS_DIR_ENV, parse_spec, struck_marker
 from checkpoint.store import SnapshotStore
@@ -59,6 +60,13 @@ class Pipeline:
     hits_dir: Path | None = None  # the crash points' record of the last run with a fault
     avro: bool = False  # values are Avro records {"n": long} (NUMBER), in and out
     batch: bool = False  # one batch write of the numbers (df.write), not a stream
+    # Spark settings of the job; with any spark.hadoop.fs.s3a.*, the job gets the S3A jars.
+    spark_conf: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def checkpoint_location(self) -> str:
+        """The checkpoint as the job names it, without a trailing slash."""
+        return f"{self.location or self.checkpoint}".rstrip("/")
 
     @property
     def transactional_id_prefix(self) -> str:
@@ -169,6 +177,10 @@ class Pipeline:
             command += ["--avro"]
         if self.batch:
             command += ["--batch"]
+        for key, value in self.spark_conf.items():
+            command += ["--conf", f"{key}={value}"]
+        if any(key.startswith("spark.hadoop.fs.s3a.") for key in self.spark_conf):
+            command += ["--s3a"]
         # A session of its own: a crash point kills the whole group, never the test.
         return subprocess.Popen(
             command,
@@ -202,7 +214,7 @@ class Pipeline:
 
     def store(self) -> SnapshotStore:
         """The sink's decisions, read through the same store the sink writes with."""
-        return SnapshotStore(str(self.checkpoint / "kafka-eos-sink"))
+        return SnapshotStore(f"{self.checkpoint_location}/kafka-eos-sink")
 
     def commit_first_decided(self, batch_id: int) -> None:
         """End the first transaction of batch ``batch_id``'s decision, as the driver's EndTxn
@@ -230,8 +242,9 @@ class Pipeline:
         return self._batches_in("commits")
 
     def _batches_in(self, log: str) -> set[int]:
-        folder = self.checkpoint / log
-        return {int(n) for n in os.listdir(folder) if n.isdigit()} if folder.exists() else set()
+        """Batch ids in Spark's ``log`` folder, wherever the checkpoint is (a local path, S3)."""
+        fs, folder = open_filesystem(f"{self.checkpoint_location}/{log}", None)
+        return {int(n) for n in fs.list(folder) if n.isdigit()}
 
     def transactions(self, transactional_ids: list[str]) -> dict[str, TxnDescription | None]:
         with TransactionAdmin({"bootstrap.servers": self.bootstrap}) as admin:

@@ -44,11 +44,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--batch", action="store_true", help="one batch write (df.write) of the numbers"
     )
+    parser.add_argument("--conf", action="append", default=[], help="Spark setting key=value")
+    parser.add_argument("--s3a", action="store_true", help="the S3A jars, for s3a:// checkpoints")
     args = parser.parse_args(argv)
     # Crash points anywhere (driver, JVM, Python workers) kill this job's whole group.
     os.environ[PGID_ENV] = str(os.getpgrp())
 
-    spark = new_spark_session(args.master, app_name="kafka-eos-sink-under-test")
+    conf = dict(setting.split("=", 1) for setting in args.conf)
+    spark = new_spark_session(
+        args.master, app_name="kafka-eos-sink-under-test", s3a=args.s3a, conf=conf
+    )
     spark.dataSource.register(NumbersSource)
     register(spark)
     avro = {"valueFormat": "avro", "valueSchema": json.dumps(NUMBER_SCHEMA)} if args.avro else {}

@@ -12,12 +12,13 @@ decisions and transactions caught half-way.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from connectors.kafka.txn_state import TxnState
-from integration_tests.sink.conftest import on_kafka
+from integration_tests.sink.conftest import default_version_only, on_kafka
 from integration_tests.sink.harness import (
     ALL,
     BATCH_0,
@@ -87,6 +88,48 @@ def test_b_crash_after_pre_commit_before_decision(pipeline: Pipeline) -> None:
 
 
 def test_c_crash_after_decision_before_any_end_txn(pipeline: Pipeline) -> None:
+    _decided_batch_recovered_at_restart(pipeline)
+
+
+@pytest.fixture
+def s3_pipeline(
+    versioned_kafka: KafkaCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Pipeline]:
+    """The fault matrix's query with its checkpoint on S3 (moto's server): Spark writes it
+    through s3a://, configured by spark.hadoop.fs.s3a.*, the sink through boto3, configured
+    by the AWS environment the job inherits (docs/sink.md#storage)."""
+    s3_server = pytest.importorskip("s3_server", reason="needs the test extras (moto)")
+    boto3 = pytest.importorskip("boto3", reason="needs the s3 extra (boto3)")
+    with s3_server.s3_server() as endpoint:
+        for key, value in s3_server.aws_environment(endpoint).items():
+            monkeypatch.setenv(key, value)
+        boto3.client("s3").create_bucket(Bucket="kafka-eos-checkpoints")
+        s3a = {
+            "endpoint": endpoint,
+            "endpoint.region": "us-east-1",
+            "path.style.access": "true",
+            "access.key": "test",
+            "secret.key": "test",
+        }
+        yield fed_pipeline(
+            versioned_kafka.bootstrap_servers,
+            tmp_path / "checkpoint",  # the crash points' files only
+            location=f"s3a://kafka-eos-checkpoints/{tmp_path.name}",
+            spark_conf={f"spark.hadoop.fs.s3a.{k}": v for k, v in s3a.items()},
+        )
+
+
+# Where the checkpoint lives does not depend on the transactions protocol.
+@default_version_only
+def test_c_with_the_checkpoint_on_s3(s3_pipeline: Pipeline) -> None:
+    assert s3_pipeline.checkpoint_location.startswith("s3a://")
+    _decided_batch_recovered_at_restart(s3_pipeline)
+    assert not s3_pipeline.checkpoint.exists()  # nothing of the checkpoint went to the disk
+
+
+def _decided_batch_recovered_at_restart(pipeline: Pipeline) -> None:
+    """A crash after batch 1's decision, before any EndTxn: the restart commits it before the
+    replay's tasks run, and the replay writes nothing."""
     _crash_then_recover(pipeline, "driver.before_end_txn@1#1")
     store = pipeline.store()
     assert store.checkpoint_ids() == [0, 1] and not store.is_confirmed(1)

@@ -31,6 +31,7 @@ SAMPLES: list[KafkaEosError] = [
     errors.DeadlineExceeded("flush did not finish within 1.0 s"),
     errors.ParticipantFenced("sink-0-6 was fenced"),
     errors.ReusedCheckpointId(7, "sha256:aa", "sha256:bb", "/ckpt/kafka-eos-sink"),
+    errors.StorageError("s3a://b/q", "s3://b/q/1.snapshot.json", "PutObject", "HTTP 503", "x"),
 ]
 
 

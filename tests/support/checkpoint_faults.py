@@ -177,6 +177,11 @@ class MemoryFiles:
     def write_atomic(self, path: str, data: bytes) -> None:
         self.files[path] = data
 
+    def create(self, path: str, data: bytes) -> None:
+        if path in self.files:
+            raise FileExistsError(path)
+        self.files[path] = data
+
     def exists(self, path: str) -> bool:
         return path in self.files
 
@@ -226,6 +231,8 @@ class _FaultyFileSystem:
             self.inner.write_atomic(temp, data[: len(data) // 2])
 
         self.faults.step(f"write {name}", effect, torn)
+
+    create = write_atomic  # one writer: the store checked that the name is free
 
     def delete(self, path: str) -> None:
         self.faults.step(f"delete {path.rpartition('/')[2]}", lambda: self.inner.delete(path))

@@ -133,6 +133,8 @@ class _FaultyLocalFileSystem:
 
         self._step(f"write {name}", effect, torn)
 
+    create = write_atomic  # as _LocalFileSystem: one writer, which checked first
+
 
 def _name(path: str) -> str:
     return path.rpartition("/")[2]
