@@ -14,13 +14,18 @@ AWS settings of the process: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import os
+import threading
+import uuid
 from typing import Any
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from checkpoint.errors import StorageError
+from checkpoint.errors import ConfigError, StorageError
 
 # S3 answers 409 ConditionalRequestConflict when a conditional write races another write to
 # the key; it asks for a retry, which then gets 412 or succeeds.
@@ -34,29 +39,62 @@ _SETTINGS = (
 )
 
 
+# One client per process and AWS environment: a boto3 session costs about 0.1 s of CPU, and the
+# sink opens a store and reads Spark's log several times a batch. Clients are thread-safe.
+_clients: dict[tuple[tuple[str, str], ...], Any] = {}
+# (endpoint settings, bucket) whose conditional puts were seen refused once: probed once each.
+_honours_if_none_match: set[tuple[tuple[tuple[str, str], ...], str]] = set()
+_lock = threading.Lock()
+
+
+def _aws_environment() -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
+
+
+def _client() -> Any:
+    environment = _aws_environment()
+    with _lock:
+        if environment not in _clients:
+            _clients[environment] = boto3.session.Session().client(
+                "s3",
+                config=Config(
+                    # Standard retries: 500, 503 SlowDown and throttling, with backoff
+                    # (AWS_MAX_ATTEMPTS).
+                    retries={"mode": "standard"},
+                    # No aws-chunked uploads with trailing checksums, which some S3-compatible
+                    # stores keep inside the object (boto/boto3#4435): a decision that cannot
+                    # be read back. Each put sends Content-MD5, which S3 checks, instead.
+                    request_checksum_calculation="when_required",
+                    response_checksum_validation="when_required",
+                ),
+            )
+        return _clients[environment]
+
+
 class S3FileSystem:
     """Keys of one bucket through boto3; paths are ``bucket/key`` as pyarrow names them."""
 
     def __init__(self, location: str) -> None:
         self._location = location
-        # Standard retries: 500, 503 SlowDown and throttling, with backoff (AWS_MAX_ATTEMPTS).
-        self._client = boto3.session.Session().client(
-            "s3", config=Config(retries={"mode": "standard"})
-        )
+        self._client = _client()
 
     def read(self, path: str) -> bytes:
         response = self._call("GetObject", path, missing_ok=True)
         if response is None:
             raise FileNotFoundError(path)
-        return bytes(response["Body"].read())
+        try:
+            return bytes(response["Body"].read())
+        except (BotoCoreError, OSError) as error:  # the answer broke off mid-body
+            raise self._error("GetObject", path, error) from error
 
     def create(self, path: str, data: bytes) -> None:
         """Publish ``path`` only if it does not exist: FileExistsError if it does, even when
         another writer put it a moment ago. A retry of a put that S3 stored but whose answer
         was lost also gets FileExistsError; the store then compares the content."""
+        self._check_conditional_puts(path)
         for attempt in range(1, _CONFLICT_RETRIES + 1):
             try:
-                self._call("PutObject", path, Body=data, IfNoneMatch="*", raw=True)
+                self._put(path, data, IfNoneMatch="*", raw=True)
                 return
             except ClientError as error:
                 status = _status(error)
@@ -67,7 +105,38 @@ class S3FileSystem:
 
     def write_atomic(self, path: str, data: bytes) -> None:
         """A whole-object put: S3 publishes all of it or nothing."""
-        self._call("PutObject", path, Body=data)
+        self._put(path, data)
+
+    def _put(self, path: str, data: bytes, **kw: Any) -> Any:
+        md5 = base64.b64encode(hashlib.md5(data).digest()).decode()  # S3 checks Content-MD5
+        return self._call("PutObject", path, Body=data, ContentMD5=md5, **kw)
+
+    def _check_conditional_puts(self, path: str) -> None:
+        """Refuse a store that ignores ``If-None-Match``, once per process and bucket: there
+        two writers of one decision would both succeed, the second overwriting the first."""
+        bucket, key = _split(path)
+        seen = (_aws_environment(), bucket)
+        if seen in _honours_if_none_match:
+            return
+        probe = f"{bucket}/{key.rpartition('/')[0]}/.kafka-eos-probe-{uuid.uuid4().hex}"
+        try:
+            self._put(probe, b"", IfNoneMatch="*")
+            try:
+                self._put(probe, b"", IfNoneMatch="*", raw=True)
+            except ClientError as error:
+                if _status(error) == 412:
+                    _honours_if_none_match.add(seen)
+                    return
+                raise self._error("PutObject", probe, error) from error
+        finally:
+            self._call("DeleteObject", probe)
+        raise ConfigError(
+            f"the S3 store of {self._location!r} ignores conditional writes: a second "
+            "PutObject with If-None-Match: * on one key succeeded. The decisions there would "
+            "not be write-once (two drivers could both decide a batch). Use a store that "
+            "honours If-None-Match (AWS S3 does since August 2024), or keep the checkpoint on "
+            "HDFS or a local disk"
+        )
 
     def exists(self, path: str) -> bool:
         return self._call("HeadObject", path, missing_ok=True) is not None

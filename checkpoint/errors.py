@@ -83,7 +83,8 @@ class FormatError(KafkaEosError, ValueError):
 class StorageError(KafkaEosError, OSError):
     """The store's storage refused or failed an operation (after its client's retries).
 
-    Nothing it was writing is reported durable; a retry is safe (decisions are write-once).
+    What it was writing may be durable or not (a put whose answer was lost): recovery reads
+    the store again and decides; a retry is safe (decisions are write-once).
     """
 
     code = "KAFKA_EOS.CHECKPOINT.STORAGE_FAILED"

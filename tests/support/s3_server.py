@@ -71,6 +71,8 @@ class FaultProxy:
     upstream: str
     faults: list[Fault] = field(default_factory=list)
     requests: list[tuple[str, str, int]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)  # of each request, in order
+    strip: frozenset[str] = frozenset()  # request headers (lower case) moto never sees
 
     def fail(self, method: str, suffix: str, *, times: int, forward: bool) -> Fault:
         fault = Fault(method, suffix, times, forward)
@@ -99,11 +101,12 @@ class FaultProxy:
 
             def _relay(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                proxy.headers.append({k.lower(): v for k, v in self.headers.items()})
                 fault = proxy._match(self.command, self.path)
                 status, headers, answer = 503, [("Content-Type", "application/xml")], SLOW_DOWN
                 if fault is None or fault.forward:
                     upstream = http.client.HTTPConnection(host, int(port), timeout=30)
-                    skip = {"expect", "connection"}
+                    skip = {"expect", "connection", *proxy.strip}
                     sent = {k: v for k, v in self.headers.items() if k.lower() not in skip}
                     upstream.request(self.command, self.path, body=body, headers=sent)
                     response = upstream.getresponse()
