@@ -34,7 +34,6 @@ from checkpoint.store import canonical_location, read_location
 from connectors.kafka.sink.errors import AlreadyWrittenError, DecidedWrite, PreCommitLostError
 from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
 from connectors.kafka.sink.options import ExactlyOnceOptions, SinkOptions
-from connectors.kafka.sink.writer import ExactlyOnceWriter
 from connectors.spark.sink import (
     BATCH_WRITE_ID,
     BATCH_WRITE_PLAN,
@@ -42,10 +41,10 @@ from connectors.spark.sink import (
     check_input_schema,
     committables_of,
     current_task,
-    encoded,
     exactly_once_protocol,
     flush_task,
     loss_or,
+    pre_commit_task,
     startup_checks,
     with_schema_files,
 )
@@ -141,16 +140,8 @@ class ExactlyOnceBatchWriter(DataSourceArrowWriter):
         freeze_imported_heap()
         crash_point(CrashPoint.TASK_BEGIN, checkpoint_id=BATCH_WRITE_ID)
         _, partition, attempt, task_attempt_id = current_task()
-        writer = ExactlyOnceWriter(
-            self._sink.producer_config,
-            self._sink.topic,
-            self._naming.slots(partition, attempt, task_attempt_id),
-            self._sink.flush_timeout_s,
-            commit_timeout_s=self._sink.commit_timeout_s,
-        )
-        committable = writer.write_and_pre_commit(BATCH_WRITE_ID, encoded(self._sink, iterator))
-        crash_point(CrashPoint.TASK_AFTER_PRE_COMMIT, checkpoint_id=BATCH_WRITE_ID)
-        return KafkaCommitMessage(BATCH_WRITE_ID, committable)
+        candidates = self._naming.slots(partition, attempt, task_attempt_id)
+        return pre_commit_task(self._sink, BATCH_WRITE_ID, candidates, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Step 3, on the driver, once every task succeeded."""

@@ -144,7 +144,7 @@ def with_schema_files(sink: SinkOptions) -> SinkOptions:
     return dataclasses.replace(sink, avro=avro) if avro else sink
 
 
-def encoded(sink: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _encoded(sink: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The batches with their Avro columns encoded, each before it is produced: a value that
     does not fit its schema fails the task, and with exactly_once nothing of it is visible.
     A column without a schema takes its subject's latest here, in the task: never in the
@@ -234,18 +234,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             # batch as done): its output is committed, or will be by commit(); writing it
             # again would duplicate it.
             return KafkaCommitMessage(batch_id, Committable.nothing_written(candidates[0]))
-        writer = ExactlyOnceWriter(
-            self._sink.producer_config,
-            self._sink.topic,
-            candidates,
-            self._sink.flush_timeout_s,
-            commit_timeout_s=self._sink.commit_timeout_s,
-        )
-        committable = writer.write_and_pre_commit(batch_id, encoded(self._sink, iterator))
-        # A task can still fail after its pre-commit (its result lost on the way to the driver):
-        # its transaction is then a lingering one, which the driver aborts.
-        crash_point(CrashPoint.TASK_AFTER_PRE_COMMIT, checkpoint_id=batch_id)
-        return KafkaCommitMessage(batch_id, committable)
+        return pre_commit_task(self._sink, batch_id, candidates, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Step 3, on the driver: the completion notification."""
@@ -272,6 +261,25 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             protocol.abort(batchId, committables_of(messages, batchId), reason="spark-abort")
         finally:
             committer.close()
+
+
+def pre_commit_task(
+    sink: SinkOptions, batch_id: int, candidates: list[str], iterator: Iterator[pa.RecordBatch]
+) -> KafkaCommitMessage:
+    """A task's step 2 with ``exactly_once``: produce its input into one transaction on a free
+    id of ``candidates``, and pre-commit it at the barrier (the end of its input)."""
+    writer = ExactlyOnceWriter(
+        sink.producer_config,
+        sink.topic,
+        candidates,
+        sink.flush_timeout_s,
+        commit_timeout_s=sink.commit_timeout_s,
+    )
+    committable = writer.write_and_pre_commit(batch_id, _encoded(sink, iterator))
+    # A task can still fail after its pre-commit (its result lost on the way to the driver):
+    # its transaction is then a lingering one, which the driver aborts.
+    crash_point(CrashPoint.TASK_AFTER_PRE_COMMIT, checkpoint_id=batch_id)
+    return KafkaCommitMessage(batch_id, committable)
 
 
 def loss_or(exc: CheckpointCommitFailed, batch_id: int | None) -> Exception:
@@ -337,7 +345,7 @@ def flush_task(sink: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> WriterC
     at_least_once = sink.guarantee == DeliveryGuarantee.AT_LEAST_ONCE
     writer_class = AtLeastOnceWriter if at_least_once else NoGuaranteeWriter
     writer = writer_class(sink.producer_config, sink.topic, sink.flush_timeout_s)
-    writer.write_and_flush(encoded(sink, iterator))
+    writer.write_and_flush(_encoded(sink, iterator))
     return WriterCommitMessage()
 
 
