@@ -6,11 +6,18 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 KAFKA_VERSIONS := 4.3.1 3.9.2 3.5.2 4.4.0
+# Every version label the integration tests run on (kafka_fixtures.py): `make integration` fails
+# unless a test passed on each, so a dropped parametrisation cannot pass unseen.
+KAFKA_LABELS := $(KAFKA_VERSIONS) 3.9.2-nv 4.3.1-tv1 4.3.1-tv0
+empty :=
+comma := ,
 # The oldest supported PySpark (pyproject: pyspark>=4.0,<4.4) in a venv of its own; $(VENV) has
 # the newest, which runs every test.
 PYSPARK_OLDEST := 4.0.5
 OLDEST_VENV := .venv-pyspark-4.0
 OLDEST_BIN := $(OLDEST_VENV)/bin
+# Every package the venvs install, pinned exactly (pip constraints; `make lock` regenerates it).
+LOCK := requirements/test.lock
 # The fault matrix's smoke case (integration_tests/sink/test_fault_matrix.py).
 SMOKE_CASE := test_b_crash_after_pre_commit_before_decision
 
@@ -34,20 +41,22 @@ test: venv kafka-jars spark-kafka-jars s3a-jars registry-jars images check unit 
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
-	@echo "==> Python venv and packages ($(VENV))"
+$(VENV)/.installed: pyproject.toml $(LOCK)
+	@echo "==> Python venv and packages ($(VENV), pinned by $(LOCK))"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/pip install -q --upgrade pip
-	@$(BIN)/pip install -q -e '.[test]'
+	@$(BIN)/pip install -q -c $(LOCK) -e '.[test]'
 	@touch $@
 
 venv-pyspark-oldest: $(OLDEST_VENV)/.installed
 
-$(OLDEST_VENV)/.installed: pyproject.toml
+$(OLDEST_VENV)/.installed: pyproject.toml $(LOCK)
 	@echo "==> Python venv with the oldest supported PySpark, $(PYSPARK_OLDEST) ($(OLDEST_VENV))"
 	@test -x $(OLDEST_BIN)/python || $(PYTHON) -m venv $(OLDEST_VENV)
 	@$(OLDEST_BIN)/pip install -q --upgrade pip
-	@$(OLDEST_BIN)/pip install -q -e '.[test]' 'pyspark==$(PYSPARK_OLDEST)'
+	@grep -v '^pyspark==' $(LOCK) > $(OLDEST_VENV)/constraints.txt
+	@$(OLDEST_BIN)/pip install -q -c $(OLDEST_VENV)/constraints.txt -e '.[test]' \
+		'pyspark==$(PYSPARK_OLDEST)'
 	@touch $@
 
 kafka-jars:
@@ -69,6 +78,18 @@ s3a-jars:
 registry-jars:
 	@echo "==> Apicurio Registry server from Maven Central"
 	@scripts/registry/fetch.sh
+
+# Re-resolves $(LOCK) from pyproject.toml in a throwaway venv (newest versions within its
+# ranges); commit it after `make test` passes on it.
+.PHONY: lock
+lock:
+	@echo "==> $(LOCK) from pyproject.toml"
+	@rm -rf .cache/lock-venv && $(PYTHON) -m venv .cache/lock-venv
+	@.cache/lock-venv/bin/pip install -q --upgrade pip
+	@.cache/lock-venv/bin/pip install -q -e '.[test]'
+	@sed -n '/^#/p' $(LOCK) > $(LOCK).new
+	@.cache/lock-venv/bin/pip freeze --exclude-editable >> $(LOCK).new
+	@mv $(LOCK).new $(LOCK) && rm -rf .cache/lock-venv
 
 # What users install (README, "Install"): dist/kafka_eos-<version>-py3-none-any.whl.
 .PHONY: wheel
@@ -96,7 +117,8 @@ unit: venv
 
 integration: venv kafka-jars spark-kafka-jars s3a-jars registry-jars images wheel
 	@echo "==> integration tests (real Kafka, real Spark)"
-	$(BIN)/python -m pytest integration_tests -q -rA --durations=15
+	$(BIN)/python -m pytest integration_tests -q -rA --durations=15 \
+		--kafka-versions-must-run=$(subst $(empty) $(empty),$(comma),$(KAFKA_LABELS))
 
 # On the oldest supported PySpark: the unit tests (20 s; with the dev profile's random schedules:
 # the checkpoint and sink properties are engine-neutral, and `unit` searches them with the CI

@@ -1,4 +1,6 @@
-"""No silent skips in CI: with ``CI`` set (``.ci/run`` sets it), a skipped test fails the run.
+"""CI holds what it claims. With ``CI`` set (``.ci/run`` sets it), a skipped test fails the
+run; and with ``--kafka-versions-must-run``, so does a Kafka version label that no passing test
+carried.
 
 A skip in CI is a test that claims nothing and still lets ``make test`` pass: a fixture that
 found no Docker engine, a cluster that cannot be stopped. So each skipped test is listed with
@@ -94,6 +96,57 @@ class SkipGuard:
             )
 
 
+# A Kafka version label in a test id: ``[kafka-4.3.1]``, ``[kafka-4.3.1-tv1-nv]``,
+# ``[kafka-3.9.2-True]`` (integration_tests/kafka_fixtures.py names the labels).
+_KAFKA_LABEL = re.compile(r"\bkafka-(\d+\.\d+\.\d+(?:-tv\d+)?(?:-nv)?)(?=[\]-])")
+
+
+class VersionGuard:
+    """Fails a passing run in which a required Kafka version label carried no passing test:
+    a parametrisation dropped, or a version's tests deselected, would otherwise go unseen."""
+
+    def __init__(self, required: list[str]) -> None:
+        self.required = required
+        self.passed: dict[str, int] = dict.fromkeys(required, 0)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" and report.passed:
+            for label in _KAFKA_LABEL.findall(report.nodeid):
+                self.passed[label] = self.passed.get(label, 0) + 1
+
+    def missing(self) -> list[str]:
+        return [label for label in self.required if not self.passed[label]]
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.missing() and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        terminalreporter.section("passed tests per Kafka version label")
+        for label, count in sorted(self.passed.items()):
+            terminalreporter.line(f"kafka-{label}: {count}")
+        if self.missing():
+            terminalreporter.line(
+                f"--kafka-versions-must-run: no test passed on {', '.join(self.missing())}; "
+                "the run fails. Run those versions' tests, or drop the version from the list "
+                "(the Makefile's KAFKA_VERSIONS).",
+                red=True,
+            )
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--kafka-versions-must-run",
+        default="",
+        metavar="LABELS",
+        help="comma-separated Kafka version labels: the run fails unless a test carrying "
+        "each label passed",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("CI"):
         config.pluginmanager.register(SkipGuard(), "kafka-eos-ci-skip-guard")
+    required = [v for v in config.getoption("kafka_versions_must_run").split(",") if v]
+    if required:
+        config.pluginmanager.register(VersionGuard(required), "kafka-eos-version-guard")
