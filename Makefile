@@ -117,7 +117,7 @@ unit: venv
 
 integration: venv kafka-jars spark-kafka-jars s3a-jars registry-jars images wheel
 	@echo "==> integration tests (real Kafka, real Spark)"
-	$(BIN)/python -m pytest integration_tests -q -rA --durations=15 \
+	$(BIN)/python -m pytest integration_tests -q -rA --durations=40 \
 		--kafka-versions-must-run=$(subst $(empty) $(empty),$(comma),$(KAFKA_LABELS))
 
 # On the oldest supported PySpark: the unit tests (20 s; with the dev profile's random schedules:
@@ -142,6 +142,14 @@ test-faults-removed: venv kafka-jars images
 		integration_tests/sink/test_fault_matrix.py integration_tests/sink/test_sink_failures.py \
 		integration_tests/sink/test_sink_auth.py integration_tests/sink/test_drop_in_defaults.py \
 		-k "not kafka-3.9.2" -q -rA
+
+# Not in `make test`: the source's scale test at its done-when size, 1,000,000
+# records (`make test` runs it with 100,000).
+.PHONY: scale
+scale: venv kafka-jars images
+	@echo "==> the source at scale: 1,000,000 records, two restarts"
+	KAFKA_EOS_SOURCE_SCALE_RECORDS=1000000 $(BIN)/python -m pytest -q -rA -s \
+		integration_tests/source/test_source_scale.py
 
 # Not in `make test`: measurements, not tests. Each suite rewrites its own section of
 # docs/benchmarks.md (about 10 min for the pipeline, 2 min for the source, 2 min for Avro, 60 min for the
