@@ -10,6 +10,7 @@ equal, every column: key, value, topic, partition, offset, timestamp, timestampT
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -428,3 +429,40 @@ def test_a_batch_write_writes_what_sparks_batch_sink_writes(
     assert any(r[2] is None for r in ours) and any(r[3] is None for r in ours)
     assert any(r[4] for r in ours)
     assert Counter(ours) == Counter(spark_records)
+
+
+# Records around the producers' default size limits (key + value): librdkafka's
+# message.max.bytes is 1,000,000; Java's max.request.size 1,048,576, which its check applies
+# to the record with its overhead; the broker's topic default (max.message.bytes) is 1,048,588
+# for a whole record batch.
+LARGE_SIZES = (10, 999_999, 1_000_000, 1_000_001, 1_040_000)
+
+
+def test_a_large_record_sparks_sink_writes_is_written_too(
+    spark: SparkSession, topics: Topics, tmp_path: Path
+) -> None:
+    """With both sinks' defaults, every record Spark's sink writes, kafka-eos writes, whole
+    and to the same partition: a drop-in that refused a record Spark's sink took would fail a
+    job on its first large record."""
+    written: dict[str, list[tuple[Any, ...]]] = {}
+    for format_name in FORMATS:
+        output = create_topic(topics.bootstrap, partitions=2)
+        rows = [(f"{i:04d}", size) for i, size in enumerate(LARGE_SIZES)]
+        (
+            spark.createDataFrame(rows, "key string, size int")
+            .repartition(2)
+            .selectExpr("key", "concat(key, repeat('x', size - 8)) AS value")
+            .write.format(format_name)
+            .mode("append")
+            .option("kafka.bootstrap.servers", topics.bootstrap)
+            .option("topic", output)
+            .option("checkpointLocation", str(tmp_path / format_name))
+            .save()
+        )
+        written[format_name] = sorted(
+            (r.partition, r.key, len(r.key) + len(r.value), hashlib.sha256(r.value).hexdigest())
+            for r in drain(topics.bootstrap, output, "read_committed")
+        )
+    spark_records, ours = (written[f] for f in FORMATS)
+    assert sorted(size for _, _, size, _ in spark_records) == sorted(LARGE_SIZES)
+    assert ours == spark_records

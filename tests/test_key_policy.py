@@ -33,7 +33,10 @@ SCRAM = (
 def sink_config(**kafka: str) -> dict[str, str]:
     options = {**SINK_BASE, **{f"kafka.{k}": v for k, v in kafka.items()}}
     config = SinkOptions.parse(options).producer_config
-    return {k: v for k, v in config.items() if k != "bootstrap.servers"}
+    # Without the sink's own defaults (Java's record size limit), which the source lacks.
+    return {
+        k: v for k, v in config.items() if k != "bootstrap.servers" and SINK.defaults.get(k) != v
+    }
 
 
 def both_errors(**kafka: str) -> tuple[str, str]:

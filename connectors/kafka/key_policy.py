@@ -306,7 +306,9 @@ class KeyPolicy:
 
     - ``refused``: the side fails at option parsing, saying what to do instead;
     - ``forced``: values the side sets whatever the options say (Kafka's spelling);
-    - ``own``: keys the side reads itself rather than handing them to the client.
+    - ``own``: keys the side reads itself rather than handing them to the client;
+    - ``defaults``: librdkafka settings given the Java client's default where librdkafka's
+      would make a job written for Spark's connector fail, unless the options set them.
 
     Java-client keys (:data:`JAVA_KEYS`) are translated or refused alike on both sides.
     """
@@ -314,6 +316,7 @@ class KeyPolicy:
     refused: Mapping[str, str]
     forced: Mapping[str, str] = field(default_factory=dict)
     own: frozenset[str] = frozenset()
+    defaults: Mapping[str, str] = field(default_factory=dict)
 
     def refusal(self, key: str) -> str | None:
         """Why this side refuses ``kafka.<key>`` whatever its value, with the fix; ``None``
@@ -344,6 +347,8 @@ class KeyPolicy:
                 translated[key] = tuple(settings)
             elif key not in self.own:
                 config.setdefault(key, value)
+        for key, value in self.defaults.items():
+            config.setdefault(key, value)
         return dict(sorted(config.items())), translated
 
 
@@ -421,4 +426,8 @@ SINK = KeyPolicy(
         "interceptor.classes": "interceptors are JVM classes and this sink writes through "
         "librdkafka (confluent-kafka); remove the option",
     },
+    # Java's max.request.size, 1 MiB: librdkafka's 1,000,000 refused records of 1,000,000 to
+    # 1,048,576 bytes that Spark's sink writes (the broker's own limit, 1,048,588 a batch,
+    # still refuses what is larger with the record's overhead, as it does Java's).
+    defaults={"message.max.bytes": "1048576"},
 )

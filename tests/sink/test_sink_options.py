@@ -191,7 +191,22 @@ def test_kafka_options_pass_through_to_the_producer_without_their_prefix() -> No
         "transaction.timeout.ms": "900000",
         "security.protocol": "SASL_SSL",  # values keep their case, names do not
         "sasl.password": "Secret-Value",
+        "message.max.bytes": "1048576",  # Java's default, where librdkafka's is smaller
     }
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({}, "1048576"),  # Java's max.request.size default: what Spark's sink writes
+        ({"kafka.message.max.bytes": "2000"}, "2000"),
+        ({"kafka.max.request.size": "4194304"}, "4194304"),  # the Java key, translated
+    ],
+)
+def test_the_record_size_limit_is_javas_unless_an_option_sets_one(
+    options: dict[str, str], expected: str
+) -> None:
+    assert parse(**options).producer_config["message.max.bytes"] == expected
 
 
 @pytest.mark.parametrize(
