@@ -283,10 +283,12 @@ class _Batch:
                 del self._probing[node]
             if future.succeeded():
                 on(node, states, future.value)
-            elif on == self._answered and isinstance(future.exception, self._call.unsure):
+            elif on != self._answered:
+                self._failed(node, states, future.exception, lookup=True)
+            elif isinstance(future.exception, self._call.unsure):
                 self._unsure(node, states, future.exception)
             else:
-                self._failed(node, states, future.exception)
+                self._failed(node, states, future.exception, lookup=False)
 
     def _found(self, node: int | None, states: list[_Id], response: Any) -> None:
         by_key = {c.key: c for c in response.coordinators}
@@ -331,8 +333,13 @@ class _Batch:
                 attempts=s.failures + 1,
             )  # fmt: skip
 
-    def _failed(self, node: int | None, states: list[_Id], exc: Exception) -> None:
-        if not isinstance(exc, self._call.retriable):
+    def _failed(self, node: int | None, states: list[_Id], exc: Exception, *, lookup: bool) -> None:
+        """A failed request: a lookup or probe changed nothing, so a broken connection or a
+        timeout is retried whatever the call; the call's own requests by its rules."""
+        retriable = self._call.retriable
+        if lookup:
+            retriable = (*retriable, *COORDINATOR_MOVED_ERRORS)
+        if not isinstance(exc, retriable):
             raise exc
         if isinstance(exc, COORDINATOR_MOVED_ERRORS) and node is not None:
             self._versions.pop(node, None)

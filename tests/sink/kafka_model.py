@@ -1,45 +1,110 @@
-"""A model of Kafka's transaction coordinator, behind the two client interfaces the shipped
-sink uses: confluent-kafka's ``Producer`` (the writer, in tasks) and
-:class:`~connectors.kafka.transactions.TransactionAdmin` (describe, list and EndTxn, on the
-driver). Only the property tests use it (``test_sink_properties.py``); every claim it stands
-in for is also tested on real Kafka in ``integration_tests/sink``.
+"""A model of a Kafka cluster's transaction coordinators, behind the two clients the shipped
+sink uses: confluent-kafka's ``Producer`` (the writer, in tasks; :class:`ModelProducer`) and
+kafka-python's network (:class:`ModelNetwork`), under the real
+:class:`~connectors.kafka.transactions.TransactionAdmin`, ``coordinators.py``, ``end_txn.py``,
+``fence.py`` and kafka-python's own ``KafkaNetClient`` and ``KafkaAdminClient``. Only the
+property tests use it (``test_sink_properties.py``, ``test_kafka_model.py``); every claim it
+stands in for is also tested on real Kafka in ``integration_tests/sink``.
 
-What it keeps from the protocol, because the sink's correctness depends on it:
+What it keeps from the protocol (KIP-98, KIP-360, KIP-890, Kafka's TransactionCoordinator),
+because the sink's correctness depends on it:
 
+- three brokers; a transactional id's coordinator is the leader of its ``__transaction_state``
+  partition (``abs(id.hashCode) % partitions``, Kafka's ``partitionFor``); leadership can move:
+  the old leader answers NOT_COORDINATOR, the new one COORDINATOR_LOAD_IN_PROGRESS until it
+  has loaded the partition (on the model clock), FindCoordinator names the new leader at once;
+- each broker answers ApiVersions for its own binary (kafka-python's tables of 3.9 and 4.1)
+  and its finalized ``transaction.version``: a V1 cluster runs 3.9 on broker 1 and 4.1 at
+  level 0 on the others (a binary upgrade under way), a rolling upgrade moves one broker at a
+  time (:meth:`KafkaModel.upgrade_next_broker`), so coordinators differ in version;
+- EndTxn takes its rules from the request's version, as Kafka does: below v5 (V1) the epoch
+  must match and stays; v5 (V2) ends the transaction at E + 1 and takes a retry at E once the
+  id is at E + 1 (KIP-890's retry on epoch bump). A version above the broker's, or v5 where
+  ``transaction.version`` is below 2, is refused (UNSUPPORTED_VERSION);
+- an EndTxn, a fence or a timeout only *prepares* the end (PrepareCommit / PrepareAbort, the
+  decision written to the log); the transaction completes once its markers are written. Markers
+  are written at once unless the machine delays them (:meth:`KafkaModel.delay_markers`, a
+  partition leader down); until then EndTxn and InitProducerId meeting the prepared state are
+  answered CONCURRENT_TRANSACTIONS, as Kafka's coordinator does, and the producer's own calls
+  wait (librdkafka retries them) while the model clock moves on;
 - ``InitProducerId`` on a transactional id bumps its epoch and fences the previous producer;
-  on an Ongoing transaction it first aborts it (epoch E + 1), then hands out E + 2; named with
-  a producer id and epoch (a fence, KIP-360), it checks the producer id always but the epoch
-  only when no transaction is open, as Kafka's coordinator does;
-- transactions V1 keep the epoch at EndTxn, V2 move it to E + 1 (KIP-890); a cluster may
-  switch from V1 to V2 at any moment (a rolling upgrade);
-- EndTxn names (transactional id, producer id, epoch), and is answered by the V1 or V2 rules
-  of the coordinator (:meth:`KafkaModel.end_txn`): a repeat of a commit that took effect
-  succeeds only where Kafka's does, so the sink's describe-based oracle is exercised;
+  on an Ongoing transaction it first aborts it (epoch E + 1, answering CONCURRENT_TRANSACTIONS
+  to a fence), then hands out E + 2; named with a producer id and epoch (a fence, KIP-360), it
+  checks the producer id always but the epoch only when no transaction is open (PRODUCER_FENCED
+  for a stale one, KIP-588);
 - the coordinator aborts a transaction older than its timeout, bumping the epoch;
-- a transaction's start time outlives its commit and its abort (and, under V1, the next
-  InitProducerId), so the sink can tell one transaction of an epoch from a later one;
-- records become visible to read_committed readers only at a commit.
+- a transaction's start time outlives its end (and, on a 3.x broker, the next InitProducerId),
+  so the sink can tell one transaction of an epoch from a later one;
+- records count as visible once their commit is decided (PrepareCommit): read_committed
+  readers see them as soon as the markers are written, which is bound to happen.
+
+Not modelled: TRANSACTION_ABORTABLE (KIP-1050), which Kafka returns only to a producer's
+Produce, AddPartitionsToTxn and TxnOffsetCommit, never to the requests the admin sends; group
+coordinators, which stay on broker 1.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import kafka.errors as Errors
+from checkpoint_faults import InjectedFailure
 from confluent_kafka import KafkaError, KafkaException
+from kafka.cluster import ClusterMetadata
+from kafka.future import Future
+from kafka.protocol.admin.transactions import (
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
+from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, BrokerVersionData
+from kafka.protocol.consumer import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    CoordinatorType,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataResponse,
+)
+from kafka.protocol.producer.transaction import (
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
+from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from checkpoint.deadline import Deadline
-from connectors.kafka.coordinators import CoordinatorAnswer
-from connectors.kafka.end_txn import EndTxnOutcome, EndTxnTarget
-from connectors.kafka.fence import FenceOutcome, fence_all
+from checkpoint.testing import ManualClock
 from connectors.kafka.txn_state import TxnDescription, TxnState
 
 _OPEN = (TxnState.ONGOING, TxnState.EMPTY)
+_PREPARED = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 Record = tuple[int, int, int]  # (batch, task partition, sequence): the same in every replay
 Key = tuple[str, int, int]  # (transactional id, producer id, epoch)
+BROKERS = (1, 2, 3)
+TXN_PARTITIONS = 3  # of __transaction_state (Kafka's default is 50)
+GROUP_COORDINATOR = 1
+V1_BINARY, V2_BINARY = (3, 9), (4, 1)
+
+
+def partition_for(key: str, partitions: int = TXN_PARTITIONS) -> int:
+    """Kafka's ``Utils.abs(key.hashCode) % partitions``: Java's String.hashCode (the ids are
+    ASCII), and ``Utils.abs``, which maps Integer.MIN_VALUE to 0."""
+    h = 0
+    for ch in key:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if signed == -(1 << 31) else abs(signed)) % partitions
 
 
 @dataclass
@@ -51,61 +116,117 @@ class _Id:
     timeout_ms: int = 60_000
     partitions: set[tuple[str, int]] = field(default_factory=set)
     pending: list[Record] = field(default_factory=list)
+    markers_due_ms: int = 0  # while PrepareCommit / PrepareAbort: when its markers are written
+
+
+@dataclass
+class Broker:
+    """One broker: its binary (the API versions it speaks) and the ``transaction.version`` it
+    has seen finalized (a finalized level reaches brokers one at a time)."""
+
+    node_id: int
+    binary: tuple[int, int] = V2_BINARY
+    transaction_version: int = 2
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        return BROKER_API_VERSIONS[self.binary]
+
+    @property
+    def v2(self) -> bool:
+        return self.binary >= (4, 0) and self.transaction_version >= 2
 
 
 class KafkaModel:
     """The coordinators of one cluster, and what read_committed readers see."""
 
-    def __init__(self, *, v2: bool, clock: Callable[[], float]) -> None:
-        self.v2 = v2
+    def __init__(self, *, v2: bool, clock: ManualClock) -> None:
         self.clock = clock  # seconds, as time.time
+        self.brokers = {n: Broker(n) for n in BROKERS}
+        self.v2 = v2
+        self.leaders = [BROKERS[p % len(BROKERS)] for p in range(TXN_PARTITIONS)]
+        self.loaded_at_ms = [0] * TXN_PARTITIONS  # a new leader loads its partition until then
+        self.markers_delayed_until_ms = 0
+        self._moves: list[list[Any]] = []  # [requests to go, partition, load_s]
         self.ids: dict[str, _Id] = {}
+        self.groups: dict[str, dict[Any, Any]] = {}
         self.visible: list[Record] = []
         self.committed: set[Key] = set()
         self.aborted: set[Key] = set()
         self.timed_out: set[Key] = set()  # aborted by the coordinator's clock, not by a client
         self._next_producer_id = 1000
 
+    @property
+    def v2(self) -> bool:
+        """Whether every coordinator runs transactions V2."""
+        return all(b.v2 for b in self.brokers.values())
+
+    @v2.setter
+    def v2(self, v2: bool) -> None:
+        for b in self.brokers.values():
+            b.binary = V2_BINARY if v2 or b.node_id != 1 else V1_BINARY
+            b.transaction_version = 2 if v2 else 0
+
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
+
+    # -- the cluster's operators -------------------------------------------------------------
+
+    def upgrade_next_broker(self, node: int) -> str:
+        """One step of the rolling upgrade to V2: first the 3.9 broker restarts on 4.1 (its
+        coordinators move away meanwhile); then ``transaction.version`` 2, once finalized
+        (Kafka refuses to finalize it while a broker cannot speak it), reaches the brokers one
+        at a time, ``node`` first if it has not got it yet."""
+        old = [b for b in self.brokers.values() if b.binary < V2_BINARY]
+        if old:
+            broker = old[0]
+            broker.binary = V2_BINARY
+            for p, leader in enumerate(self.leaders):
+                if leader == broker.node_id:
+                    self.move_coordinator(p, load_s=1)
+            return f"broker {broker.node_id} restarted on Kafka 4.1"
+        behind = [b for b in self.brokers.values() if b.transaction_version < 2]
+        broker = self.brokers[node] if self.brokers[node] in behind else behind[0]
+        broker.transaction_version = 2
+        return f"transaction.version 2 reached broker {broker.node_id}"
+
+    def move_coordinator(self, partition: int, load_s: float, *, after: int = 0) -> None:
+        """Leadership of a ``__transaction_state`` partition moves to the next broker, which
+        loads the partition for ``load_s`` seconds; the transactions' state is kept (the log).
+        With ``after``, the move lands just before the broker answers the ``after``-th request
+        from now: between a client's lookup and its request, which then meets NOT_COORDINATOR."""
+        if after:
+            self._moves.append([after, partition, load_s])
+            return
+        self.settle()
+        self.leaders[partition] = BROKERS[BROKERS.index(self.leaders[partition]) - 1]
+        self.loaded_at_ms[partition] = self.now_ms() + int(load_s * 1000)
+
+    def delay_markers(self, seconds: float) -> None:
+        """The markers of every transaction ending in the next ``seconds`` wait until then (a
+        partition leader is down): the ends stay PrepareCommit / PrepareAbort so long."""
+        self.markers_delayed_until_ms = self.now_ms() + int(seconds * 1000)
 
     # -- producer side ---------------------------------------------------------------------
 
     def init_producer_id(self, tid: str, timeout_ms: int) -> tuple[int, int]:
-        self.expire()
+        self.await_markers(tid)
         state = self.ids.get(tid)
         if state is None:
             self._next_producer_id += 1
             state = self.ids[tid] = _Id(self._next_producer_id)
         else:
             if state.state == TxnState.ONGOING:
-                self._end(tid, state, commit=False, bump=True)  # fence: abort at E + 1
+                self._prepare(tid, state, commit=False, bump=True)  # fence: abort at E + 1
+                self.await_markers(tid)
             state.epoch += 1
         state.state, state.timeout_ms = TxnState.EMPTY, timeout_ms
-        if self.v2:
+        if self.brokers[self.coordinator(tid)].binary >= (4, 0):
             state.start_ms = -1  # a 4.x coordinator forgets it; 3.x keeps the last one
         return state.producer_id, state.epoch
 
-    def fence(self, tid: str, producer_id: int, epoch: int, timeout_ms: int) -> type[Exception]:
-        """InitProducerId(tid, producer_id, epoch), answered as Kafka's coordinator does."""
-        self.expire()
-        state = self.ids.get(tid)
-        if state is None:
-            self.init_producer_id(tid, timeout_ms)
-            return Errors.NoError
-        if state.producer_id != producer_id:
-            return Errors.InvalidProducerIdMappingError
-        if state.state == TxnState.ONGOING:  # no epoch check: whatever is open is fenced
-            self._end(tid, state, commit=False, bump=True)
-            return Errors.ConcurrentTransactionsError
-        if state.epoch != epoch:
-            return Errors.InvalidProducerEpochError
-        self.init_producer_id(tid, timeout_ms)
-        return Errors.NoError
-
     def produce(self, tid: str, producer_id: int, epoch: int, partition: tuple[str, int],
                 record: Record) -> None:  # fmt: skip
-        self.expire()
+        self.await_markers(tid)
         state = self._owned(tid, producer_id, epoch)
         if state.state != TxnState.ONGOING:
             state.state, state.start_ms = TxnState.ONGOING, self.now_ms()
@@ -119,45 +240,84 @@ class KafkaModel:
             raise KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
         return state
 
-    # -- admin side ------------------------------------------------------------------------
+    def await_markers(self, tid: str) -> None:
+        """A producer's request meeting a prepared end is answered CONCURRENT_TRANSACTIONS and
+        retried by librdkafka until the markers are written: time passes until then."""
+        self.settle()
+        state = self.ids.get(tid)
+        if state is not None and state.state in _PREPARED:
+            self.clock.advance(max(0, state.markers_due_ms - self.now_ms()) / 1000)
+            self.settle()
 
-    def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> type[Exception]:
+    # -- coordinator side ------------------------------------------------------------------
+
+    def coordinator(self, tid: str) -> int:
+        return self.leaders[partition_for(tid)]
+
+    def not_coordinator(self, node: int, tid: str) -> type[Exception] | None:
+        """Why ``node`` cannot answer for ``tid`` now, if it cannot."""
+        p = partition_for(tid)
+        if self.leaders[p] != node:
+            return Errors.NotCoordinatorError
+        if self.now_ms() < self.loaded_at_ms[p]:
+            return Errors.CoordinatorLoadInProgressError
+        return None
+
+    def end_txn(
+        self, tid: str, producer_id: int, epoch: int, commit: bool, *, v2: bool
+    ) -> type[Exception]:
         """EndTxn, answered as Kafka's coordinator answers it: NoError, or its refusal.
 
-        V1 (EndTxn below v5): the epoch must match; a repeat of the decision that took effect
-        succeeds. V2 (v5): the transaction ends at E + 1; a repeat with epoch E once the id is
-        at E + 1 succeeds when the decision matches (the coordinator's retry on epoch bump),
-        anything else is fenced or refused.
+        V1 (below v5): the epoch must match; a repeat of the decision that took effect
+        succeeds, one that meets it still prepared is CONCURRENT_TRANSACTIONS. V2 (v5): the
+        transaction ends at E + 1; a repeat with epoch E once the id is at E + 1 succeeds when
+        the decision matches (the coordinator's retry on epoch bump), anything else is fenced
+        or refused. Unknown ids are INVALID_PRODUCER_ID_MAPPING, as in Kafka.
         """
-        self.expire()
+        self.settle()
         state = self.ids.get(tid)
-        if state is None:
-            return Errors.TransactionalIdNotFoundError
-        if state.producer_id != producer_id:
+        if state is None or state.producer_id != producer_id:
             return Errors.InvalidProducerIdMappingError
+        prepared = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        if not self.v2:
-            if state.epoch != epoch:
-                return Errors.ProducerFencedError
-            if state.state == TxnState.ONGOING:
-                self._end(tid, state, commit, bump=False)
-                return Errors.NoError
-            return Errors.NoError if state.state == done else Errors.InvalidTxnStateError
-        retry = state.epoch == epoch + 1
-        if state.epoch != epoch and not (retry and state.state not in _OPEN):
+        retry = v2 and state.epoch == epoch + 1 and state.state not in _OPEN
+        if state.epoch != epoch and not retry:
             return Errors.ProducerFencedError
         if state.state == TxnState.ONGOING:
-            self._end(tid, state, commit, bump=True)
+            self._prepare(tid, state, commit, bump=v2)
             return Errors.NoError
-        if state.state == done and retry:
+        if state.state == prepared:
+            return Errors.ConcurrentTransactionsError
+        if state.state == done and (retry or not v2):
             return Errors.NoError
-        if not commit and not retry:  # V2 aborts an ended or empty transaction: epoch + 1
-            state.epoch += 1
+        if v2 and not commit and not retry and state.state not in _PREPARED:
+            state.epoch += 1  # V2 aborts an ended or empty transaction: epoch + 1
             state.state = TxnState.COMPLETE_ABORT
             return Errors.NoError
         return Errors.InvalidTxnStateError
 
-    def _end(self, tid: str, state: _Id, commit: bool, *, bump: bool) -> None:
+    def fence(self, tid: str, producer_id: int, epoch: int, timeout_ms: int) -> type[Exception]:
+        """InitProducerId(tid, producer_id, epoch), answered as Kafka's coordinator does."""
+        self.settle()
+        state = self.ids.get(tid)
+        if state is None:
+            self.init_producer_id(tid, timeout_ms)
+            return Errors.NoError
+        if state.producer_id != producer_id:
+            return Errors.InvalidProducerIdMappingError
+        if state.state in _PREPARED:
+            return Errors.ConcurrentTransactionsError
+        if state.state == TxnState.ONGOING:  # no epoch check: whatever is open is fenced
+            self._prepare(tid, state, commit=False, bump=True)
+            return Errors.ConcurrentTransactionsError
+        if state.epoch != epoch:
+            return Errors.ProducerFencedError
+        self.init_producer_id(tid, timeout_ms)
+        return Errors.NoError
+
+    def _prepare(self, tid: str, state: _Id, commit: bool, *, bump: bool) -> None:
+        """The decision is in the log: PrepareCommit / PrepareAbort until the markers are
+        written (:meth:`settle`). From here the outcome is fixed."""
         key = (tid, state.producer_id, state.epoch)
         if commit:
             self.visible.extend(state.pending)
@@ -165,40 +325,361 @@ class KafkaModel:
         else:
             self.aborted.add(key)
         state.pending = []
-        state.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        state.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        state.markers_due_ms = max(self.now_ms(), self.markers_delayed_until_ms)
         if bump:
             state.epoch += 1
+        self.settle()
 
-    def expire(self) -> None:
-        """The coordinator aborts every transaction older than its timeout (epoch + 1)."""
+    def settle(self) -> None:
+        """What the coordinators do on their own clock: write due markers, then abort every
+        transaction older than its timeout (epoch + 1)."""
         now = self.now_ms()
+        for state in self.ids.values():
+            if state.state in _PREPARED and state.markers_due_ms <= now:
+                commit = state.state == TxnState.PREPARE_COMMIT
+                state.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         for tid, state in self.ids.items():
             if state.state == TxnState.ONGOING and now - state.start_ms > state.timeout_ms:
                 self.timed_out.add((tid, state.producer_id, state.epoch))
-                self._end(tid, state, commit=False, bump=True)
+                self._prepare(tid, state, commit=False, bump=True)
 
     def describe(self, tid: str) -> TxnDescription | None:
-        self.expire()
+        self.settle()
         state = self.ids.get(tid)
         if state is None:
             return None
-        ongoing = state.state == TxnState.ONGOING
+        listed = state.state in (TxnState.ONGOING, *_PREPARED)
         return TxnDescription(
-            tid, state.state, state.producer_id, state.epoch, 1, state.timeout_ms,
-            state.start_ms, tuple(sorted(state.partitions)) if ongoing else (),
+            tid, state.state, state.producer_id, state.epoch, self.coordinator(tid),
+            state.timeout_ms, state.start_ms, tuple(sorted(state.partitions)) if listed else (),
         )  # fmt: skip
 
-    def open_keys(self) -> set[Key]:
-        self.expire()
-        return {(t, s.producer_id, s.epoch) for t, s in self.ids.items()
-                if s.state == TxnState.ONGOING}  # fmt: skip
+    # -- the wire ------------------------------------------------------------------------------
+
+    def answer(self, node: int, request: Any) -> Any:
+        """Broker ``node``'s response to ``request``, a kafka-python response object at the
+        request's version."""
+        for move in list(self._moves):
+            move[0] -= 1
+            if move[0] <= 0:
+                self._moves.remove(move)
+                self.move_coordinator(move[1], move[2])
+        self.settle()
+        handler = _HANDLERS[type(request).__name__]
+        return handler(self, node, request, request.API_VERSION)
+
+    def metadata(self) -> MetadataResponse:
+        B = MetadataResponse.MetadataResponseBroker
+        brokers = [B(version=12, node_id=n, host=f"broker{n}", port=9092, rack=None)
+                   for n in BROKERS]  # fmt: skip
+        return MetadataResponse(
+            version=12, throttle_time_ms=0, brokers=brokers, cluster_id="model",
+            controller_id=BROKERS[0], topics=[],
+        )  # fmt: skip
+
+    def _api_versions(self, node: int, _: Any, v: int) -> ApiVersionsResponse:
+        broker = self.brokers[node]
+        R = ApiVersionsResponse
+        keys = [R.ApiVersion(version=v, api_key=k, min_version=lo, max_version=hi)
+                for k, (lo, hi) in sorted(broker.api_versions().items())]  # fmt: skip
+        features = [
+            R.FinalizedFeatureKey(
+                version=v, name="transaction.version",
+                min_version_level=broker.transaction_version,
+                max_version_level=broker.transaction_version,
+            )
+        ] if broker.binary >= (4, 0) and broker.transaction_version else []  # fmt: skip
+        return R(version=v, error_code=0, api_keys=keys, throttle_time_ms=0,
+                 finalized_features_epoch=1, finalized_features=features)  # fmt: skip
+
+    def _find_coordinator(self, node: int, request: Any, v: int) -> FindCoordinatorResponse:
+        def where(key: str) -> int:
+            if request.key_type == CoordinatorType.TRANSACTION:
+                return self.coordinator(key)
+            return GROUP_COORDINATOR
+
+        C = FindCoordinatorResponse.Coordinator
+        return FindCoordinatorResponse(version=v, throttle_time_ms=0, coordinators=[
+            C(version=v, key=key, node_id=where(key), host=f"broker{where(key)}", port=9092,
+              error_code=0, error_message=None)
+            for key in request.coordinator_keys
+        ])  # fmt: skip
+
+    def _describe_transactions(self, node: int, request: Any, v: int) -> Any:
+        S = DescribeTransactionsResponse.TransactionState
+
+        def one(tid: str) -> Any:
+            error = self.not_coordinator(node, tid)
+            d = None if error else self.describe(tid)
+            if d is None:
+                error = error or Errors.TransactionalIdNotFoundError
+                return S(version=v, error_code=error.errno, transactional_id=tid,
+                         transaction_state="", transaction_timeout_ms=0,
+                         transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1,
+                         topics=[])  # fmt: skip
+            topics: dict[str, list[int]] = {}
+            for topic, partition in d.partitions:
+                topics.setdefault(topic, []).append(partition)
+            return S(version=v, error_code=0, transactional_id=tid,
+                     transaction_state=d.state.value, transaction_timeout_ms=d.timeout_ms,
+                     transaction_start_time_ms=d.start_time_ms, producer_id=d.producer_id,
+                     producer_epoch=d.epoch, topics=[
+                         S.TopicData(version=v, topic=t, partitions=ps)
+                         for t, ps in sorted(topics.items())
+                     ])  # fmt: skip
+
+        states = [one(tid) for tid in request.transactional_ids]
+        return DescribeTransactionsResponse(
+            version=v, throttle_time_ms=0, transaction_states=states
+        )
+
+    def _list_transactions(self, node: int, request: Any, v: int) -> Any:
+        """This broker's transactions; COORDINATOR_LOAD_IN_PROGRESS while it loads one of its
+        partitions, as Kafka's ``listTransactionStates`` answers."""
+        led = [p for p, leader in enumerate(self.leaders) if leader == node]
+        S = ListTransactionsResponse.TransactionState
+        if any(self.now_ms() < self.loaded_at_ms[p] for p in led):
+            return ListTransactionsResponse(
+                version=v, throttle_time_ms=0, unknown_state_filters=[], transaction_states=[],
+                error_code=Errors.CoordinatorLoadInProgressError.errno,
+            )  # fmt: skip
+        wanted = set(request.state_filters or ())
+        states = [
+            S(version=v, transactional_id=tid, producer_id=s.producer_id,
+              transaction_state=s.state.value)
+            for tid, s in sorted(self.ids.items())
+            if partition_for(tid) in led and (not wanted or s.state.value in wanted)
+        ]  # fmt: skip
+        return ListTransactionsResponse(
+            version=v, throttle_time_ms=0, error_code=0, unknown_state_filters=[],
+            transaction_states=states,
+        )  # fmt: skip
+
+    def _end_txn(self, node: int, request: Any, v: int) -> EndTxnResponse:
+        broker = self.brokers[node]
+        error = self.not_coordinator(node, request.transactional_id)
+        if error is None and (
+            v > broker.api_versions()[EndTxnRequest.API_KEY][1]
+            or (v >= 5 and broker.transaction_version < 2)
+        ):
+            error = Errors.UnsupportedVersionError
+        if error is None:
+            error = self.end_txn(
+                request.transactional_id, request.producer_id, request.producer_epoch,
+                request.committed, v2=v >= 5,
+            )  # fmt: skip
+        state = self.ids.get(request.transactional_id)
+        return EndTxnResponse(
+            version=v, throttle_time_ms=0, error_code=error.errno,
+            producer_id=state.producer_id if state else -1,
+            producer_epoch=state.epoch if state else -1,
+        )  # fmt: skip
+
+    def _init_producer_id(self, node: int, request: Any, v: int) -> InitProducerIdResponse:
+        tid = request.transactional_id
+        error = self.not_coordinator(node, tid) or self.fence(
+            tid, request.producer_id, request.producer_epoch, request.transaction_timeout_ms
+        )
+        state = self.ids.get(tid)
+        ok = error is Errors.NoError and state is not None
+        return InitProducerIdResponse(
+            version=v, throttle_time_ms=0, error_code=error.errno,
+            producer_id=state.producer_id if ok and state else -1,
+            producer_epoch=state.epoch if ok and state else -1,
+        )  # fmt: skip
+
+    def _offset_commit(self, node: int, request: Any, v: int) -> OffsetCommitResponse:
+        stored = self.groups.setdefault(request.group_id, {})
+        T = OffsetCommitResponse.OffsetCommitResponseTopic
+        topics = []
+        for topic in request.topics:
+            for p in topic.partitions:
+                stored[TopicPartition(topic.name, p.partition_index)] = OffsetAndMetadata(
+                    p.committed_offset, p.committed_metadata, p.committed_leader_epoch
+                )
+            topics.append(T(version=v, name=topic.name, partitions=[
+                T.OffsetCommitResponsePartition(version=v, partition_index=p.partition_index,
+                                                error_code=0)
+                for p in topic.partitions
+            ]))  # fmt: skip
+        return OffsetCommitResponse(version=v, throttle_time_ms=0, topics=topics)
+
+    def _offset_fetch(self, node: int, request: Any, v: int) -> OffsetFetchResponse:
+        G = OffsetFetchResponse.OffsetFetchResponseGroup
+        T = G.OffsetFetchResponseTopics
+        groups = []
+        for group in request.groups:
+            by_topic: dict[str, list[Any]] = {}
+            for tp, o in sorted(self.groups.get(group.group_id, {}).items()):
+                by_topic.setdefault(tp.topic, []).append(T.OffsetFetchResponsePartitions(
+                    version=v, partition_index=tp.partition, committed_offset=o.offset,
+                    committed_leader_epoch=o.leader_epoch, metadata=o.metadata, error_code=0,
+                ))  # fmt: skip
+            groups.append(G(version=v, group_id=group.group_id, error_code=0, topics=[
+                T(version=v, name=t, partitions=ps) for t, ps in by_topic.items()
+            ]))  # fmt: skip
+        return OffsetFetchResponse(version=v, throttle_time_ms=0, groups=groups)
+
+
+_HANDLERS: dict[str, Callable[[KafkaModel, int, Any, int], Any]] = {
+    ApiVersionsRequest.__name__: KafkaModel._api_versions,
+    FindCoordinatorRequest.__name__: KafkaModel._find_coordinator,
+    DescribeTransactionsRequest.__name__: KafkaModel._describe_transactions,
+    ListTransactionsRequest.__name__: KafkaModel._list_transactions,
+    EndTxnRequest.__name__: KafkaModel._end_txn,
+    InitProducerIdRequest.__name__: KafkaModel._init_producer_id,
+    OffsetCommitRequest.__name__: KafkaModel._offset_commit,
+    OffsetFetchRequest.__name__: KafkaModel._offset_fetch,
+}
+
+
+def request_name(node: int, request: Any) -> str:
+    """How the machine's faults name a request (``commit <id>`` for an EndTxn(commit), ...)."""
+    if isinstance(request, EndTxnRequest):
+        return f"{'commit' if request.committed else 'abort'} {request.transactional_id}"
+    if isinstance(request, InitProducerIdRequest):
+        return f"fence {request.transactional_id}"
+    if isinstance(request, DescribeTransactionsRequest):
+        return "describe"
+    if isinstance(request, ListTransactionsRequest):
+        return f"list {node}"
+    if isinstance(request, ApiVersionsRequest):
+        return f"versions {node}"
+    if isinstance(request, FindCoordinatorRequest):
+        return "find coordinator"
+    return f"group offsets {node}"
+
+
+Step = Callable[[str, Callable[[], Any]], Any]
+# A poll takes time, however short its timeout: a wait that kafka-python rounds down to 0 ms
+# must still bring a backoff's end nearer, or the model clock would stand still.
+_POLL_MIN_S = 0.001
+
+
+class ModelNetwork:
+    """kafka-python's network below ``KafkaNetClient``: its connection manager and selector in
+    one (``KafkaNetClient(net=..., manager=...)``, kafka-python's own seam), so that
+    ``TransactionAdmin``, ``call_coordinators``, ``KafkaNetClient`` and ``KafkaAdminClient``
+    run as shipped. Each request is answered by :meth:`KafkaModel.answer` inside ``step(name,
+    effect)``, where the machine injects its faults: a crash propagates (the process dies), an
+    :class:`InjectedFailure` before the effect is a connection that broke before the request
+    went out (KafkaConnectionError), after it a lost answer: the request times out after the
+    request timeout on the model clock (RequestTimedOutError, as kafka-python's connection
+    fails it). ``observe`` hears of every request, error answer and fault (the machine's
+    Hypothesis events, which show that each is exercised). Answers arrive at the next poll; a poll
+    with nothing to deliver waits its timeout (at least a millisecond) on the model clock,
+    never in real time."""
+
+    def __init__(self, kafka: KafkaModel, step: Step, *, request_timeout_ms: int = 30_000,
+                 bootstrap_servers: str = "model:9092",
+                 observe: Callable[[str], None] = lambda what: None, **_: Any) -> None:  # fmt: skip
+        self._kafka, self._step, self._observe = kafka, step, observe
+        self._net = self  # KafkaAdminClient reads its selector from the manager
+        self._timeout_s = request_timeout_ms / 1000
+        self.cluster = ClusterMetadata(bootstrap_servers=bootstrap_servers)
+        self._conns: dict[int, Any] = {}  # in-flight counts: _Batch keeps its own
+        self.broker_version_data: BrokerVersionData | None = None
+        self.bootstrapped = False
+        self._ready: list[tuple[Future, Any]] = []
+        self._lost: list[tuple[Future, float, int]] = []  # (future, times out at, node)
+
+    @property
+    def broker_version(self) -> tuple[int, ...] | None:
+        return None if self.broker_version_data is None else self.broker_version_data.broker_version
+
+    def bootstrap(self, timeout_ms: int | None = None, refresh: bool = True) -> None:
+        """Metadata and the bootstrap broker's versions, which kafka-python uses for every
+        broker (not routed through the faults: a client that cannot start is no sink state)."""
+        versions = self._kafka.brokers[BROKERS[0]].api_versions()
+        self.broker_version_data = BrokerVersionData(api_versions=versions)
+        self.cluster.update_metadata(self._kafka.metadata())
+        self.bootstrapped = True
+
+    def least_loaded_node(self) -> int:
+        return BROKERS[0]
+
+    def send(self, request: Any, node_id: int | None = None, request_timeout_ms: Any = None
+             ) -> Future:  # fmt: skip
+        node = self.least_loaded_node() if node_id is None else node_id
+        if node not in self._kafka.brokers:
+            raise Errors.UnknownBrokerIdError(node)
+        if request.API_VERSION is None:
+            assert self.broker_version_data is not None
+            request.API_VERSION = self.broker_version_data.api_version(request)
+        future, taken = Future(), []
+
+        def effect() -> Any:
+            taken.append(True)
+            return self._kafka.answer(node, request)
+
+        api = type(request).__name__.removesuffix("Request")
+        self._observe(f"{api} sent")
+        try:
+            response = self._step(request_name(node, request), effect)
+        except InjectedFailure:
+            if not taken:
+                self._observe(f"{api}: connection broke before it went out")
+                return future.failure(Errors.KafkaConnectionError(f"node {node}: broken pipe"))
+            self._observe(f"{api}: answer lost")
+            self._lost.append((future, self._kafka.clock() + self._timeout_s, node))
+            return future
+        for code in (
+            getattr(response, "error_code", 0),
+            *(getattr(s, "error_code", 0) for s in getattr(response, "transaction_states", ())),
+        ):
+            if code:
+                self._observe(f"{api} answered {Errors.for_code(code).__name__}")
+        self._ready.append((future, response))
+        return future
+
+    def poll(self, timeout_ms: float | None = None, future: Future | None = None) -> list[Any]:
+        if self._ready:
+            ready, self._ready = self._ready, []
+            for done, response in ready:
+                done.success(response)
+            return []
+        wait_s = max((timeout_ms or 0) / 1000, _POLL_MIN_S)
+        if self._lost:
+            wait_s = min(wait_s, max(0.0, min(t for _, t, _ in self._lost) - self._kafka.clock()))
+        self._kafka.clock.advance(wait_s)
+        now, lost = self._kafka.clock(), self._lost
+        self._lost = [w for w in lost if w[1] > now]
+        for timed_out, _, node in (w for w in lost if w[1] <= now):
+            timed_out.failure(Errors.RequestTimedOutError(f"no answer from node {node}"))
+        return []
+
+    def run(self, coro: Callable[..., Any], *args: Any) -> Any:
+        """KafkaAdminClient's calls: the coroutine runs on the caller's thread, each awaited
+        request polled until answered or timed out."""
+        task = coro(*args)
+        while True:
+            try:
+                awaited = task.send(None)
+            except StopIteration as stop:
+                return stop.value
+            while not awaited.is_done:
+                self.poll(timeout_ms=self._timeout_s * 1000)
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, timeout_ms: int | None = None) -> None:
+        pass
+
+    def wakeup(self) -> None:
+        pass
+
+    def close(self, node_id: int | None = None) -> None:
+        pass
 
 
 class ModelProducer:
     """confluent-kafka's transactional ``Producer``, as far as the writer uses it: its local
     queue holds ``queue.buffering.max.messages`` records until a poll sends them, and
     ``produce_batch`` takes the partition for the whole call (confluent-kafka ignores a
-    message's own) and refuses the tail that does not fit, as librdkafka does."""
+    message's own) and refuses the tail that does not fit, as librdkafka does. Its own abort
+    is an EndTxn below v5 (V1 rules): librdkafka implements no transactions V2."""
 
     def __init__(self, kafka: KafkaModel, config: Mapping[str, Any]) -> None:
         self._kafka = kafka
@@ -275,7 +756,8 @@ class ModelProducer:
 
     def abort_transaction(self, timeout: float = 0) -> None:
         assert self._identity is not None
-        error = self._kafka.end_txn(self._tid, *self._identity, commit=False)
+        self._kafka.await_markers(self._tid)
+        error = self._kafka.end_txn(self._tid, *self._identity, commit=False, v2=False)
         if error is not Errors.NoError:
             raise KafkaException(KafkaError(KafkaError._FENCED, error.__name__))
 
@@ -295,90 +777,6 @@ class _Delivered:
 def json_record(value: bytes | None) -> Record:
     batch, task, seq = json.loads(value or b"null")
     return (batch, task, seq)
-
-
-class ModelAdmin:
-    """:class:`~connectors.kafka.transactions.TransactionAdmin`, as far as the committer and
-    the writer use it. ``step(where, effect)`` runs each request (the property tests inject
-    crashes and lost answers there)."""
-
-    def __init__(self, kafka: KafkaModel, step: Callable[[str, Callable[[], Any]], Any]) -> None:
-        self._kafka = kafka
-        self._step = step
-        self.groups: dict[str, dict[Any, Any]] = {}
-        self.kafka_admin = ModelGroups(self.groups)
-
-    def describe(self, transactional_ids: Iterable[str], *, deadline: Deadline | None = None
-                 ) -> dict[str, TxnDescription | None]:  # fmt: skip
-        ids = list(dict.fromkeys(transactional_ids))
-        return self._step("describe", lambda: {tid: self._kafka.describe(tid) for tid in ids})
-
-    def list_transactional_ids(self, prefix: str, *, ongoing_only: bool = True) -> list[str]:
-        def listing() -> list[str]:
-            self._kafka.expire()
-            return sorted(
-                tid for tid, s in self._kafka.ids.items()
-                if tid.startswith(prefix) and (s.state == TxnState.ONGOING or not ongoing_only)
-            )  # fmt: skip
-
-        return self._step("list", listing)
-
-    def end_transactions(self, targets: Sequence[EndTxnTarget], *, commit: bool,
-                         deadline: Deadline) -> dict[str, EndTxnOutcome]:  # fmt: skip
-        outcomes = {}
-        for t in targets:
-            verb = "commit" if commit else "abort"
-
-            def end(t: EndTxnTarget = t) -> type[Exception]:
-                return self._kafka.end_txn(t.transactional_id, t.producer_id, t.epoch, commit)
-
-            try:
-                error = self._step(f"{verb} {t.transactional_id}", end)
-                answer = CoordinatorAnswer(error, None, coordinator_id=1, attempts=1)
-            except LostAnswer:
-                answer = CoordinatorAnswer(
-                    Errors.RequestTimedOutError, None, timed_out=True, coordinator_id=1
-                )
-            outcomes[t.transactional_id] = EndTxnOutcome.of(t, commit, answer)
-        return outcomes
-
-    def fence_transactions(self, targets: Sequence[EndTxnTarget], *,
-                           deadline: Deadline) -> dict[str, FenceOutcome]:  # fmt: skip
-        """The shipped fence loop (:func:`~connectors.kafka.fence.fence_all`), on the model's
-        describe and InitProducerId."""
-
-        def describe(ids: list[str], bound: Deadline) -> Mapping[str, TxnDescription | None]:
-            return self.describe(ids)
-
-        def send_init(sent: Mapping[str, EndTxnTarget], timeouts: Mapping[str, int],
-                      bound: Deadline) -> dict[str, CoordinatorAnswer]:  # fmt: skip
-            answers = {}
-            for tid, t in sent.items():
-
-                def init(t: EndTxnTarget = t) -> type[Exception]:
-                    tid = t.transactional_id
-                    return self._kafka.fence(tid, t.producer_id, t.epoch, timeouts[tid])
-
-                try:
-                    error = self._step(f"fence {tid}", init)
-                    answers[tid] = CoordinatorAnswer(error, None, coordinator_id=1, attempts=1)
-                except LostAnswer:
-                    answers[tid] = CoordinatorAnswer(
-                        Errors.RequestTimedOutError, None, timed_out=True, coordinator_id=1
-                    )
-            return answers
-
-        return fence_all(targets, describe, send_init, deadline, sleep=lambda seconds: None)
-
-    def epoch_bumps_on_end_at(self, coordinator_id: int) -> bool:
-        return self._kafka.v2
-
-    def close(self) -> None:
-        pass
-
-
-class LostAnswer(Exception):
-    """A request whose answer never came (it may or may not have taken effect)."""
 
 
 class ModelGroups:

@@ -148,3 +148,35 @@ def test_the_coordinators_batch_never_resends_an_init_producer_id_that_may_have_
     )
     assert net.inits == 1
     assert answers[TID].error is Errors.KafkaConnectionError and not answers[TID].timed_out
+
+
+class _LookupBreaksOnceNet(_LosesTheAnswerNet):
+    """The first FindCoordinator's connection breaks; every later request is answered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lookups = 0
+
+    def send(self, node_id: int | None, request: Any) -> Future:
+        if isinstance(request, InitProducerIdRequest):
+            self.inits += 1
+            return Future().success(SimpleNamespace(error_code=0))
+        self.lookups += 1
+        if self.lookups == 1:
+            return Future().failure(Errors.KafkaConnectionError("socket disconnected"))
+        return super().send(node_id, request)
+
+
+def test_a_fence_whose_coordinator_lookup_broke_looks_it_up_again() -> None:
+    """A lookup changes nothing, so a broken one is retried, whatever the request it is for:
+    the InitProducerId's own retry rules (only answers that prove it was not taken) are no
+    reason to fail the fence. Found by the shipped-sink property test on the model network."""
+    net = _LookupBreaksOnceNet()
+    answers = call_coordinators(
+        net,  # type: ignore[arg-type]
+        [TID],
+        InitProducerIdCall({TID: TARGET}, {TID: 60_000}),
+        deadline=Deadline(3),
+    )
+    assert net.lookups == 2 and net.inits == 1
+    assert answers[TID].error is Errors.NoError

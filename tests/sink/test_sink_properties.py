@@ -1,6 +1,7 @@
 """Property test of the shipped Spark sink: ``ExactlyOnceStreamWriter`` with its real writer
 (``ExactlyOnceWriter``), committer (``KafkaCommitter``) and decision store, driven as Spark
-drives it, against a model of Kafka's transaction coordinator (``kafka_model.py``).
+drives it, with its real admin (``TransactionAdmin`` down to kafka-python's clients) on a
+model network of Kafka's transaction coordinators (``kafka_model.py``).
 
 Spark is modelled after its micro-batch loop and task lifecycle: batch N's tasks run (a task
 attempt may die before or after its pre-commit and be retried; a speculative copy may run
@@ -10,7 +11,8 @@ attempts from 0 again), then the driver calls ``commit(messages, N)`` and writes
 A restart builds the writer again (recovery of decided batches) and replays batch N unless
 ``commits/N`` exists. Time passes (transactions time out on the coordinator's clock), the
 cluster may switch from transactions V1 to V2 (a rolling upgrade), and crashes and lost
-answers can hit any I/O step: the store's files and every describe, listing and EndTxn.
+answers can hit any I/O step: the store's files and every request on the model network.
+Coordinators move, markers are delayed, and every deadline and backoff runs on the model clock.
 
 The decision store is the shipped one down to its system calls: ``_LocalFileSystem`` runs on
 a model of a POSIX disk (``posix_model.py``) where a crash can strike at any system call of a
@@ -51,16 +53,21 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from kafka_model import KafkaModel, LostAnswer, ModelAdmin, ModelProducer
+from kafka.admin import KafkaAdminClient
+from kafka.net.compat import KafkaNetClient
+from kafka_model import BROKERS, TXN_PARTITIONS, KafkaModel, ModelNetwork, ModelProducer, Step
 from posix_store import PosixDisk
 
 from checkpoint import _filesystem
 from checkpoint._filesystem import _LocalFileSystem
+from checkpoint.deadline import Deadline, call_with_retries
 from checkpoint.errors import DeadlineExceeded, KafkaEosError
 from checkpoint.model import Snapshot
 from checkpoint.store import SnapshotStore
 from checkpoint.testing import ManualClock
 from checkpoint.two_phase_commit import TwoPhaseCommit
+from connectors.kafka import coordinators, fence, transactions
+from connectors.kafka.sink import owners
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import (
     CommitUndeterminedError,
@@ -114,8 +121,6 @@ class SparkOnModelKafka(RuleBasedStateMachine):
         self.faults = _ConcurrentFaults(self)
         self.ledger = _CheckedLedger(self)
         self.disk = PosixDisk(decision_location(OPTIONS["checkpointLocation"]), self.ledger)
-        self.driver_admin = ModelAdmin(self.kafka, self._driver_step)
-        self.executor_admin = ModelAdmin(self.kafka, lambda where, effect: effect())
         self.killed = False  # the running task's worker is being killed
         # What TaskContext says in a task: batch, task partition, attempt number, and the task
         # attempt id, unique per attempt in the application.
@@ -130,6 +135,12 @@ class SparkOnModelKafka(RuleBasedStateMachine):
         self.stopped_by_loss = False
         self._patches = contextlib.ExitStack()
         self._patch()
+        # The executors' admin: real, on a network without faults (the machine kills whole
+        # attempts instead); the driver's is the committer's own, built on the faulty one.
+        with self._admin_network(lambda where, effect: effect()):
+            self.executor_admin = transactions.TransactionAdmin(
+                {"bootstrap.servers": OPTIONS["kafka.bootstrap.servers"]}
+            )
 
     def _patch(self) -> None:
         """Spark's and Kafka's ends of the shipped code, and nothing else."""
@@ -144,7 +155,7 @@ class SparkOnModelKafka(RuleBasedStateMachine):
             mock.patch.object(
                 spark_sink, "KafkaCommitter", functools.partial(KafkaCommitter, wall_clock=clock)
             ),
-            mock.patch.object(KafkaCommitter, "admin", property(lambda c: machine.driver_admin)),
+            self._admin_network(machine.faults.step),
             mock.patch.object(
                 ExactlyOnceWriter, "_new_producer", lambda w, e: machine.new_producer(w, e)
             ),
@@ -152,6 +163,22 @@ class SparkOnModelKafka(RuleBasedStateMachine):
             mock.patch(
                 "connectors.kafka.sink.writer.time", SimpleNamespace(monotonic=clock, time=clock)
             ),
+            # Every deadline, backoff and throttle of the admin path on the model clock: the
+            # model network's polls advance it, nothing sleeps in real time.
+            mock.patch.object(Deadline.__init__, "__kwdefaults__", {"clock": clock}),
+            mock.patch.object(
+                call_with_retries,
+                "__kwdefaults__",
+                {**(call_with_retries.__kwdefaults__ or {}), "sleep": clock.advance},
+            ),
+            mock.patch.object(fence.fence_all, "__kwdefaults__", {"sleep": clock.advance}),
+            mock.patch.object(coordinators, "time", SimpleNamespace(monotonic=clock)),
+            mock.patch.object(
+                owners.OwnerRegistry.__init__,
+                "__kwdefaults__",
+                {"wall_clock": clock, "monotonic": clock},
+            ),
+            mock.patch.dict(owners._registered, clear=True),  # a fresh process's throttle
         ]
         for patch in patches:
             self._patches.enter_context(patch)
@@ -167,14 +194,39 @@ class SparkOnModelKafka(RuleBasedStateMachine):
     def teardown(self) -> None:
         self._patches.close()
 
-    def _driver_step(self, where: str, effect: Any) -> Any:
-        """A driver-side request: an armed fault crashes the driver, or loses the answer."""
-        try:
-            return self.faults.step(where, effect)
-        except InjectedFailure as lost:
-            if where.startswith(("commit ", "abort ")):
-                raise LostAnswer(where) from lost
-            raise
+    def _admin_network(self, step: Step) -> contextlib.AbstractContextManager[Any]:
+        """``TransactionAdmin`` as shipped, on the model network: every request it sends,
+        kafka-python's admin client's included, goes through ``step`` (the faults)."""
+
+        def client(**config: Any) -> KafkaNetClient:
+            network = ModelNetwork(self.kafka, step, observe=lambda what: event(what), **config)
+            return KafkaNetClient(net=network, manager=network)
+
+        stack = contextlib.ExitStack()
+        stack.enter_context(mock.patch.object(transactions, "KafkaNetClient", client))
+        admin = functools.partial(KafkaAdminClient, kafka_client=client)
+        stack.enter_context(mock.patch.object(transactions, "KafkaAdminClient", admin))
+        return stack
+
+    # -- Kafka's side ------------------------------------------------------------------------
+
+    @rule(
+        partition=st.integers(0, TXN_PARTITIONS - 1),
+        load_s=st.sampled_from([0, 1, 5]),
+        after=st.integers(0, 6),
+    )
+    def coordinator_moves(self, partition: int, load_s: int, after: int) -> None:
+        """A transaction log partition's leadership moves (a broker restarts, a reassignment),
+        now or just before the ``after``-th request from now (between a lookup and its
+        request): the old coordinator answers NOT_COORDINATOR, the new one loads ``load_s`` s."""
+        self.kafka.move_coordinator(partition, load_s, after=after)
+        event("a coordinator moved")
+
+    @rule(seconds=st.sampled_from([1, 5, 20]))
+    def markers_are_delayed(self, seconds: int) -> None:
+        """A partition leader is down: transactions ending in the next ``seconds`` stay
+        PrepareCommit / PrepareAbort so long, and meet requests with CONCURRENT_TRANSACTIONS."""
+        self.kafka.delay_markers(seconds)
 
     @initialize(v2=st.booleans())
     def setup(self, v2: bool) -> None:
@@ -233,7 +285,7 @@ class SparkOnModelKafka(RuleBasedStateMachine):
             cause = cause.__cause__ or cause.__context__
         nested = getattr(error, "errors", ())
         # A lost answer (the model's only source of DeadlineExceeded): the next start retries.
-        injected = (InjectedFailure, LostAnswer, DeadlineExceeded)
+        injected = (InjectedFailure, DeadlineExceeded)
         if any(isinstance(e, injected) for e in [*chain, *nested]):
             return
         raise AssertionError(f"the driver failed without an injected fault: {error!r}")
@@ -391,7 +443,7 @@ class SparkOnModelKafka(RuleBasedStateMachine):
 
     def abort_batch(self, messages: list[Any]) -> None:
         assert self.writer is not None
-        with contextlib.suppress(SimulatedCrash, InjectedFailure, LostAnswer, KafkaEosError):
+        with contextlib.suppress(SimulatedCrash, InjectedFailure, KafkaEosError):
             self.writer.abort(messages, self.batch)
         self.query_fails()
 
@@ -426,10 +478,12 @@ class SparkOnModelKafka(RuleBasedStateMachine):
         self.faults.interleave_in = steps
 
     @precondition(lambda self: not self.kafka.v2)
-    @rule()
-    def rolling_upgrade_to_v2(self) -> None:
-        self.kafka.v2 = True
-        event("cluster upgraded to transactions V2")
+    @rule(broker=st.sampled_from(BROKERS))
+    def rolling_upgrade_to_v2(self, broker: int) -> None:
+        """One step: the 3.9 broker restarts on 4.1, or transaction.version 2 reaches one."""
+        event(self.kafka.upgrade_next_broker(broker).split(" broker")[0])
+        if self.kafka.v2:
+            event("cluster upgraded to transactions V2")
 
     @rule(fault=FAULT)
     def arm_fault(self, fault: Fault) -> None:
@@ -694,14 +748,20 @@ SEEDED_BUGS = {
 # under the budget, and a short CI run), searched with the local constants removed
 # (_no_local_constants), so a seed no longer depends on which modules are imported. Explicit,
 # because derandomize=True seeds from a digest of the machine's source, so any edit of the
-# class reshuffled every search. Each of seeds 0-7 finds each bug within the budget, except:
-# the oracle that never recognises a commit, 2 seeds of 8 (4, 7); the abort of a decided
-# batch, 6 of 8. Changed rules draw other schedules from the same seed: search again then.
+# class reshuffled every search. Searched again when the admin moved onto the model network
+# (kafka_model.ModelNetwork): a seed that still found its bug was kept; the others were
+# re-picked: the oracle that never recognises a commit is now found by 3 seeds of 0-7 (0 after
+# 725 schedules, 3, 7 after 376); the abort of a decided batch, which needs a commit that
+# fails before its EndTxn takes effect (a broken connection is now retried instead), breaks
+# its invariant ("decided, then aborted") from seed 0 (972 schedules) of 0-7 and seed 8 (708)
+# of 8-14 (11 and 12 find it as a false "undetermined"); the oracle blind to a V1 commit, by
+# seeds 0-3 and 5 (1 after 249). Changed rules draw other schedules from the same seed:
+# search again then.
 SEEDS = {
     "a new process trusts a rename that is not durable": 5,
-    "abort of a decided batch": 1,
-    "commit oracle blind to a V1 commit at a V2 coordinator": 5,
-    "commit oracle that never recognises a commit": 4,
+    "abort of a decided batch": 8,
+    "commit oracle blind to a V1 commit at a V2 coordinator": 1,
+    "commit oracle that never recognises a commit": 7,
     "decide without verify": 0,
     "id reuse without fencing guard": 5,
     "no directory fsync after the rename": 3,

@@ -1,0 +1,193 @@
+"""The model network (``kafka_model.ModelNetwork``) under the shipped admin: each answer the
+shipped-sink property test relies on, checked on its own through ``TransactionAdmin`` as
+shipped, so that a model that stopped giving it would fail here and not silently weaken the
+property test. Time is the model's: nothing sleeps."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
+from typing import Any
+from unittest import mock
+
+import kafka.errors as Errors
+import pytest
+from checkpoint_faults import InjectedFailure
+from kafka.admin import KafkaAdminClient
+from kafka.net.compat import KafkaNetClient
+from kafka_model import BROKERS, KafkaModel, ModelNetwork, Step, partition_for
+
+from checkpoint.deadline import Deadline, call_with_retries
+from checkpoint.testing import ManualClock
+from connectors.kafka import coordinators, fence, transactions
+from connectors.kafka.end_txn import EndTxnResult, EndTxnTarget
+from connectors.kafka.fence import FenceResult
+from connectors.kafka.txn_state import TxnState
+
+TID = "q-0a1b2c3d-0-0"
+
+
+class Cluster:
+    """A model cluster, a clock, and admins on it; ``answers`` logs (request, error name)."""
+
+    def __init__(self, *, v2: bool) -> None:
+        self.clock = ManualClock(1_800_000_000.0)
+        self.kafka = KafkaModel(v2=v2, clock=self.clock)
+        self.answers: list[tuple[str, str]] = []
+
+    def step(self, where: str, effect: Callable[[], Any]) -> Any:
+        response = effect()
+        codes = [getattr(response, "error_code", 0)] + [
+            getattr(s, "error_code", 0) for s in getattr(response, "transaction_states", ())
+        ]
+        self.answers += [(where, Errors.for_code(c).__name__) for c in codes if c]
+        return response
+
+    def admin(self, step: Step | None = None) -> transactions.TransactionAdmin:
+        def client(**config: Any) -> KafkaNetClient:
+            network = ModelNetwork(self.kafka, step or self.step, **config)
+            return KafkaNetClient(net=network, manager=network)
+
+        admin = functools.partial(KafkaAdminClient, kafka_client=client)
+        with (
+            mock.patch.object(transactions, "KafkaNetClient", client),
+            mock.patch.object(transactions, "KafkaAdminClient", admin),
+        ):
+            return transactions.TransactionAdmin({"bootstrap.servers": "model:9092"})
+
+    def open(self, tid: str = TID) -> EndTxnTarget:
+        pid, epoch = self.kafka.init_producer_id(tid, 60_000)
+        self.kafka.produce(tid, pid, epoch, ("out", 0), (0, 0, 0))
+        return EndTxnTarget(tid, pid, epoch)
+
+    def deadline(self, seconds: float) -> Deadline:
+        return Deadline(seconds, clock=self.clock)
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    """A V1 cluster, with the admin path's clocks on the model's (as the property test has)."""
+    c = Cluster(v2=False)
+    with contextlib.ExitStack() as stack:
+        for patch in (
+            mock.patch.object(Deadline.__init__, "__kwdefaults__", {"clock": c.clock}),
+            mock.patch.object(
+                call_with_retries,
+                "__kwdefaults__",
+                {**(call_with_retries.__kwdefaults__ or {}), "sleep": c.clock.advance},
+            ),
+            mock.patch.object(fence.fence_all, "__kwdefaults__", {"sleep": c.clock.advance}),
+            mock.patch.object(coordinators, "time", SimpleNamespace(monotonic=c.clock)),
+        ):
+            stack.enter_context(patch)
+        yield c
+
+
+def test_an_end_txn_meeting_prepare_commit_is_retried_until_the_markers_are_written(
+    cluster: Cluster,
+) -> None:
+    target = cluster.open()
+    cluster.kafka.delay_markers(3)
+    admin = cluster.admin()
+    [first] = admin.end_transactions([target], commit=True, deadline=cluster.deadline(5)).values()
+    assert first.result is EndTxnResult.ENDED
+    assert admin.describe([TID])[TID].state is TxnState.PREPARE_COMMIT  # type: ignore[union-attr]
+    started = cluster.clock()
+    [again] = admin.end_transactions([target], commit=True, deadline=cluster.deadline(5)).values()
+    assert again.result is EndTxnResult.ENDED and again.attempts > 1
+    assert (f"commit {TID}", "ConcurrentTransactionsError") in cluster.answers
+    assert cluster.clock() - started >= 3 - 1e-9
+    assert admin.describe([TID])[TID].state is TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
+
+
+def test_a_fence_waits_out_prepare_abort_and_finds_the_epoch_moved(cluster: Cluster) -> None:
+    target = cluster.open()
+    cluster.kafka.delay_markers(2)
+    [fenced] = cluster.admin().fence_transactions([target], deadline=cluster.deadline(5)).values()
+    assert fenced.result is FenceResult.FENCED
+    assert (f"fence {TID}", "ConcurrentTransactionsError") in cluster.answers
+    assert (TID, target.producer_id, target.epoch) in cluster.kafka.aborted
+
+
+def test_a_moved_coordinator_is_found_again_after_not_coordinator_and_loading(
+    cluster: Cluster,
+) -> None:
+    target = cluster.open()
+    admin = cluster.admin()
+    old = admin.describe([TID])[TID].coordinator_id  # type: ignore[union-attr]
+    # After the FindCoordinator and the version probe, before the EndTxn:
+    cluster.kafka.move_coordinator(partition_for(TID), load_s=2, after=3)
+    [ended] = admin.end_transactions([target], commit=True, deadline=cluster.deadline(5)).values()
+    assert ended.result is EndTxnResult.ENDED
+    assert ended.coordinator_id == cluster.kafka.coordinator(TID) != old
+    errors = {error for _, error in cluster.answers}
+    assert {"NotCoordinatorError", "CoordinatorLoadInProgressError"} <= errors
+
+
+def test_the_listing_waits_for_a_loading_coordinator(cluster: Cluster) -> None:
+    cluster.open()
+    cluster.kafka.move_coordinator(partition_for(TID), load_s=2)
+    assert cluster.admin().list_transactional_ids("q-") == [TID]
+    assert any(
+        w.startswith("list") and e == "CoordinatorLoadInProgressError" for w, e in cluster.answers
+    )
+
+
+def test_each_coordinator_gets_the_end_txn_version_of_its_own_transaction_version(
+    cluster: Cluster,
+) -> None:
+    """A rolling upgrade reaches one broker at a time: the admin asks each its versions."""
+    admin = cluster.admin()
+    while True:
+        bumps = {n: admin.epoch_bumps_on_end_at(n) for n in BROKERS}
+        assert bumps == {n: cluster.kafka.brokers[n].v2 for n in BROKERS}
+        if cluster.kafka.v2:
+            break
+        cluster.kafka.upgrade_next_broker(BROKERS[-1])
+    assert all(bumps.values())
+    target = cluster.open()
+    admin.end_transactions([target], commit=True, deadline=cluster.deadline(5))
+    assert admin.describe([TID])[TID].epoch == target.epoch + 1  # type: ignore[union-attr]
+
+
+def test_a_stale_epoch_is_fenced(cluster: Cluster) -> None:
+    target = cluster.open()
+    cluster.kafka.init_producer_id(TID, 60_000)  # another producer takes the id
+    admin = cluster.admin()
+    [ended] = admin.end_transactions([target], commit=True, deadline=cluster.deadline(5)).values()
+    assert ended.result is EndTxnResult.REFUSED and ended.error is Errors.ProducerFencedError
+
+
+def test_a_lost_answer_times_out_on_the_model_clock(cluster: Cluster) -> None:
+    target = cluster.open()
+
+    def lose_the_commit(where: str, effect: Callable[[], Any]) -> Any:
+        response = effect()
+        if where.startswith("commit "):
+            raise InjectedFailure(f"answer lost after {where}")
+        return response
+
+    admin = cluster.admin(lose_the_commit)
+    started, wall = cluster.clock(), time.monotonic()
+    [ended] = admin.end_transactions([target], commit=True, deadline=cluster.deadline(5)).values()
+    assert ended.result is EndTxnResult.TIMED_OUT
+    assert (TID, target.producer_id, target.epoch) in cluster.kafka.committed  # taken
+    assert cluster.clock() - started >= 5 and time.monotonic() - wall < 2
+
+
+def test_a_connection_broken_before_the_request_is_retried(cluster: Cluster) -> None:
+    target = cluster.open()
+    broken: list[str] = []
+
+    def break_once(where: str, effect: Callable[[], Any]) -> Any:
+        if where.startswith("commit ") and not broken:
+            broken.append(where)
+            raise InjectedFailure(f"failure before {where}")
+        return effect()
+
+    admin = cluster.admin(break_once)
+    [ended] = admin.end_transactions([target], commit=True, deadline=cluster.deadline(5)).values()
+    assert broken and ended.result is EndTxnResult.ENDED and ended.attempts == 2
