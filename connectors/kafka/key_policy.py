@@ -426,8 +426,11 @@ SINK = KeyPolicy(
         "interceptor.classes": "interceptors are JVM classes and this sink writes through "
         "librdkafka (confluent-kafka); remove the option",
     },
-    # Java's max.request.size, 1 MiB: librdkafka's 1,000,000 refused records of 1,000,000 to
-    # 1,048,576 bytes that Spark's sink writes (the broker's own limit, 1,048,588 a batch,
-    # still refuses what is larger with the record's overhead, as it does Java's).
-    defaults={"message.max.bytes": "1048576"},
+    # librdkafka's 1,000,000 refused records of 1,000,000 to 1,048,489 bytes that Spark's sink
+    # writes (Java's max.request.size, 1,048,576, counts the batch header and the record's
+    # overhead). librdkafka counts a record's overhead as 36 bytes and no batch header (61):
+    # at 1,048,576 it took records whose batch is above the broker's default max.message.bytes,
+    # 1,048,588, refused only in the delivery report. 1,048,588 - 61 takes every record Java
+    # takes, and nothing the broker's default refuses.
+    defaults={"message.max.bytes": "1048527"},
 )

@@ -10,6 +10,7 @@ import logging
 import uuid
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from checkpoint.errors import ConfigError
 from connectors.kafka.sink.naming import derived_prefix
@@ -191,14 +192,14 @@ def test_kafka_options_pass_through_to_the_producer_without_their_prefix() -> No
         "transaction.timeout.ms": "900000",
         "security.protocol": "SASL_SSL",  # values keep their case, names do not
         "sasl.password": "Secret-Value",
-        "message.max.bytes": "1048576",  # Java's default, where librdkafka's is smaller
+        "message.max.bytes": "1048527",  # Java's limit, where librdkafka's is smaller
     }
 
 
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
-        ({}, "1048576"),  # Java's max.request.size default: what Spark's sink writes
+        ({}, "1048527"),  # what Spark's sink writes, and the broker's default takes
         ({"kafka.message.max.bytes": "2000"}, "2000"),
         ({"kafka.max.request.size": "4194304"}, "4194304"),  # the Java key, translated
     ],
@@ -207,6 +208,53 @@ def test_the_record_size_limit_is_javas_unless_an_option_sets_one(
     options: dict[str, str], expected: str
 ) -> None:
     assert parse(**options).producer_config["message.max.bytes"] == expected
+
+
+# A record batch's header: 61 bytes. The broker's (and a topic's) default max.message.bytes,
+# 1,048,588, bounds a whole batch, header included.
+_BATCH_HEADER = 61
+_BROKER_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+
+
+def _varint_size(n: int) -> int:
+    zigzag = (n << 1) ^ (n >> 63)
+    return max(1, (zigzag.bit_length() + 6) // 7)
+
+
+def _lone_batch_size(value_size: int) -> int:
+    """Bytes of a record batch holding one record: no key, no headers, offset and timestamp
+    deltas 0."""
+    body = 1 + 1 + 1 + _varint_size(-1) + _varint_size(value_size) + value_size + 1
+    return _BATCH_HEADER + _varint_size(body) + body
+
+
+def _accepted(config: dict[str, str], value_size: int) -> bool:
+    """Whether librdkafka's producer takes a record of ``value_size`` bytes (no key)."""
+    producer = Producer({**config, "bootstrap.servers": "127.0.0.1:9", "log_level": 0})
+    try:
+        producer.produce("t", value=b"v" * value_size)
+    except KafkaException as exc:
+        assert exc.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+        return False
+    finally:
+        producer.purge()
+    return True
+
+
+def test_the_default_record_size_limit_fits_the_brokers_default_batch_limit() -> None:
+    """Every record the producer takes by default fits, alone in its batch, the broker's
+    default limit, and every record Java's producer takes by default is taken: Java's
+    max.request.size (1,048,576) counts the batch header and the record's overhead, which
+    librdkafka's message.max.bytes check leaves out. Records librdkafka took at 1,048,576
+    but the broker refused (values of 1,048,517 to 1,048,540 bytes) failed only at the
+    delivery report, saying to raise kafka.message.max.bytes."""
+    config = parse().producer_config
+    too_large = 1_048_517  # the smallest value whose batch the broker refuses
+    assert _lone_batch_size(too_large) == _BROKER_DEFAULT_MAX_MESSAGE_BYTES + 1
+    assert not _accepted(config, too_large)
+    # Java's upper bound: 61 (batch) + 21 (record) + 1 (null key) + 3 (value length) + 1.
+    javas_largest = 1_048_576 - 61 - 21 - 1 - 3 - 1
+    assert _accepted(config, javas_largest)
 
 
 @pytest.mark.parametrize(
