@@ -62,7 +62,8 @@ class CoordinatorCall(Protocol):
     retriable: tuple[type[Exception], ...]  # answers worth another try (moved ones included)
     # Failures of a sent request after which it may have been taken (a lost answer, a
     # timeout): reported as the id's answer, never sent again. Empty for a request that is
-    # safe to repeat (describe, EndTxn); lookups and probes are always retried.
+    # safe to repeat (describe, EndTxn), whose broken or timed-out lookups and probes are
+    # retried; for another, they are the id's answer too (the caller looks before it sends).
     unsure: tuple[type[Exception], ...]
     versioned: bool  # whether requests() needs the coordinator's own API versions
 
@@ -335,10 +336,17 @@ class _Batch:
 
     def _failed(self, node: int | None, states: list[_Id], exc: Exception, *, lookup: bool) -> None:
         """A failed request: a lookup or probe changed nothing, so a broken connection or a
-        timeout is retried whatever the call; the call's own requests by its rules."""
+        timeout never fails the call; the call's own requests go by its rules. For a call
+        with unsure failures (a fence, whose InitProducerId goes out only right after a
+        describe: it aborts whatever transaction the id holds by then), such a lookup is the
+        id's answer, so that the caller looks again after its backoff instead of sending late;
+        any other call looks up again."""
         retriable = self._call.retriable
-        if lookup:
-            retriable = (*retriable, *COORDINATOR_MOVED_ERRORS)
+        if lookup and isinstance(exc, COORDINATOR_MOVED_ERRORS) and not isinstance(exc, retriable):
+            if self._call.unsure:
+                self._unsure(node, states, exc)
+                return
+            retriable = COORDINATOR_MOVED_ERRORS
         if not isinstance(exc, retriable):
             raise exc
         if isinstance(exc, COORDINATOR_MOVED_ERRORS) and node is not None:

@@ -21,6 +21,7 @@ from kafka.net.compat import KafkaNetClient
 from kafka_model import BROKERS, KafkaModel, ModelNetwork, Step, partition_for
 
 from checkpoint.deadline import Deadline, call_with_retries
+from checkpoint.errors import DeadlineExceeded
 from checkpoint.testing import ManualClock
 from connectors.kafka import coordinators, fence, transactions
 from connectors.kafka.end_txn import EndTxnResult, EndTxnTarget
@@ -191,3 +192,103 @@ def test_a_connection_broken_before_the_request_is_retried(cluster: Cluster) -> 
     admin = cluster.admin(break_once)
     [ended] = admin.end_transactions([target], commit=True, deadline=cluster.deadline(5)).values()
     assert broken and ended.result is EndTxnResult.ENDED and ended.attempts == 2
+
+
+def _fence_steps(cluster: Cluster, fail: Callable[[str, int], str | None]) -> Callable[..., Any]:
+    """A step that, for the ``n``-th request named ``where``, breaks its connection
+    (``"before"``), loses its answer (``"after"``) or answers it (``None``)."""
+    seen: dict[str, int] = {}
+
+    def step(where: str, effect: Callable[[], Any]) -> Any:
+        seen[where] = seen.get(where, 0) + 1
+        how = fail(where, seen[where])
+        if how == "before":
+            raise InjectedFailure(f"failure before {where}")
+        response = cluster.step(where, effect)
+        cluster.answers.append((where, "sent"))
+        if how == "after":
+            raise InjectedFailure(f"answer lost after {where}")
+        return response
+
+    return step
+
+
+def test_a_fence_whose_lookup_answer_was_lost_looks_up_again_and_fences_once(
+    cluster: Cluster,
+) -> None:
+    """Change 85ac3ca on the model: the describe goes through, the fence's FindCoordinator
+    answer is lost (RequestTimedOutError after the 30 s request timeout), the lookup is
+    retried and the InitProducerId is sent exactly once, within the deadline."""
+    target = cluster.open()
+    finds = {"n": 0}
+
+    def fail(where: str, n: int) -> str | None:
+        if where == "find coordinator":
+            finds["n"] += 1
+            return "after" if finds["n"] == 2 else None  # the describe's lookup is the first
+        return None
+
+    admin = cluster.admin(_fence_steps(cluster, fail))
+    started = cluster.clock()
+    [fenced] = admin.fence_transactions([target], deadline=cluster.deadline(60)).values()
+    assert fenced.result is FenceResult.FENCED
+    assert [w for w, e in cluster.answers if e == "sent"].count(f"fence {TID}") == 1
+    assert 30 <= cluster.clock() - started < 60
+
+
+def test_a_fence_whose_coordinator_stays_unreachable_fails_loudly_within_its_deadline(
+    cluster: Cluster,
+) -> None:
+    """Every lookup after the first describe breaks, for good: the fence describes again after
+    its backoff, whose lookups are retried with backoff (a bounded number of times, not a busy
+    loop) until the deadline; no InitProducerId goes out, and the error names the failure."""
+    target = cluster.open()
+    finds = {"n": 0}
+
+    def fail(where: str, n: int) -> str | None:
+        if where == "find coordinator":
+            finds["n"] += 1
+            return "before" if finds["n"] >= 2 else None
+        return None
+
+    admin = cluster.admin(_fence_steps(cluster, fail))
+    started = cluster.clock()
+    with pytest.raises(DeadlineExceeded) as caught:
+        admin.fence_transactions([target], deadline=cluster.deadline(5))
+    message = str(caught.value)
+    assert f"DescribeTransactions of {TID} did not finish within 5 s" in message
+    assert "KafkaConnectionError" in message and "broken pipe" in message
+    assert not any(w == f"fence {TID}" for w, _ in cluster.answers)
+    assert 5 <= cluster.clock() - started < 5.5
+    assert 2 < finds["n"] < 12
+
+
+def test_a_fence_whose_lookup_broke_describes_again_before_it_sends(cluster: Cluster) -> None:
+    """A fence's InitProducerId aborts whatever transaction the id holds (no epoch check on an
+    Ongoing one), so it goes out only right after a describe that shows the target's epoch
+    current. Here the fence's lookup breaks, and meanwhile a new producer takes the id (which
+    aborts the target's transaction) and begins its own: the fence must describe again and
+    find the target fenced, not look up again and abort the newer transaction. (Before: the
+    retried lookup's InitProducerId, at the target's epoch, aborted it.)"""
+    target = cluster.open()
+    finds = {"n": 0}
+    newer: list[tuple[int, int]] = []
+
+    def fail(where: str, n: int) -> str | None:
+        if where == "find coordinator":
+            finds["n"] += 1
+            if finds["n"] == 2:  # the fence's own lookup, after the describe's
+                pid, epoch = cluster.kafka.init_producer_id(TID, 60_000)
+                cluster.kafka.produce(TID, pid, epoch, ("out", 0), (1, 1, 1))
+                newer.append((pid, epoch))
+                return "before"
+        return None
+
+    admin = cluster.admin(_fence_steps(cluster, fail))
+    [fenced] = admin.fence_transactions([target], deadline=cluster.deadline(60)).values()
+    assert fenced.result is FenceResult.FENCED
+    [(pid, epoch)] = newer
+    assert (TID, target.producer_id, target.epoch) in cluster.kafka.aborted
+    assert (TID, pid, epoch) not in cluster.kafka.aborted
+    assert admin.describe([TID])[TID].state is TxnState.ONGOING  # type: ignore[union-attr]
+    assert not any(w == f"fence {TID}" for w, _ in cluster.answers)
