@@ -62,8 +62,8 @@ class CoordinatorCall(Protocol):
     retriable: tuple[type[Exception], ...]  # answers worth another try (moved ones included)
     # Failures of a sent request after which it may have been taken (a lost answer, a
     # timeout): reported as the id's answer, never sent again. Empty for a request that is
-    # safe to repeat (describe, EndTxn), whose broken or timed-out lookups and probes are
-    # retried; for another, they are the id's answer too (the caller looks before it sends).
+    # safe to repeat (describe, EndTxn), whose retriable failures and lookups are retried;
+    # for another, every failure is the id's answer (the caller looks before it sends again).
     unsure: tuple[type[Exception], ...]
     versioned: bool  # whether requests() needs the coordinator's own API versions
 
@@ -336,17 +336,11 @@ class _Batch:
 
     def _failed(self, node: int | None, states: list[_Id], exc: Exception, *, lookup: bool) -> None:
         """A failed request: a lookup or probe changed nothing, so a broken connection or a
-        timeout never fails the call; the call's own requests go by its rules. For a call
-        with unsure failures (a fence, whose InitProducerId goes out only right after a
-        describe: it aborts whatever transaction the id holds by then), such a lookup is the
-        id's answer, so that the caller looks again after its backoff instead of sending late;
-        any other call looks up again."""
+        timeout never fails the call (:meth:`_retry`); the call's own requests go by its
+        rules."""
         retriable = self._call.retriable
-        if lookup and isinstance(exc, COORDINATOR_MOVED_ERRORS) and not isinstance(exc, retriable):
-            if self._call.unsure:
-                self._unsure(node, states, exc)
-                return
-            retriable = COORDINATOR_MOVED_ERRORS
+        if lookup:
+            retriable = (*retriable, *COORDINATOR_MOVED_ERRORS)
         if not isinstance(exc, retriable):
             raise exc
         if isinstance(exc, COORDINATOR_MOVED_ERRORS) and node is not None:
@@ -354,6 +348,16 @@ class _Batch:
         self._retry(states, type(exc), f"{exc!r} from broker {node}")
 
     def _retry(self, states: list[_Id], error: type[Exception], detail: str) -> None:
+        """Another try after a backoff; for a call with unsure failures (a fence), the
+        failure is the id's answer instead: its request goes out only right after the caller
+        looked (an InitProducerId aborts whatever transaction the id holds when it arrives),
+        so the caller looks again before it sends again."""
+        if self._call.unsure:
+            for s in states:
+                self._answers[s.tid] = CoordinatorAnswer(
+                    error, detail=detail, coordinator_id=s.coordinator, attempts=s.failures + 1
+                )
+            return
         now = self._clock()
         for s in states:
             s.failures += 1

@@ -90,8 +90,9 @@ def fenced(target: EndTxnTarget, now: TxnDescription | None) -> bool:
     )
 
 
-# Answers and failures that prove an InitProducerId was not taken: the request may be sent
-# again at once (after a new coordinator lookup).
+# Answers and failures that prove an InitProducerId was not taken: it may be sent again, after
+# a describe that shows the target's epoch still current (time passed: the coordinator moved,
+# or is loading).
 _NOT_TAKEN: tuple[type[Exception], ...] = (
     Errors.CoordinatorLoadInProgressError,
     Errors.NotCoordinatorError,
@@ -108,10 +109,11 @@ _MAYBE_TAKEN: tuple[type[Exception], ...] = tuple(
 
 
 class InitProducerIdCall:
-    """InitProducerId at the target's producer id and epoch, one request per id. Only answers
-    that prove the request was not taken are retried by the caller of the coordinators; every
-    other answer (CONCURRENT_TRANSACTIONS, a lost answer, a timeout) comes back to
-    :func:`fence_all`, which describes the id before it sends again."""
+    """InitProducerId at the target's producer id and epoch, one request per id. Sent once
+    per describe: every answer and failure (one that proves it was not taken, a failed
+    lookup, CONCURRENT_TRANSACTIONS, a lost answer, a timeout) comes back to
+    :func:`fence_all`, which describes the id before it sends again: time passed, and a new
+    producer may have begun a transaction that a late InitProducerId would abort."""
 
     retriable = _NOT_TAKEN
     unsure = _MAYBE_TAKEN
@@ -146,8 +148,10 @@ SendInit = Callable[
 ]
 
 # An answer after which the id is described again: the fence is under way, another producer
-# moved the epoch on (the describe then shows it fenced), or the answer was lost.
+# moved the epoch on (the describe then shows it fenced), the answer was lost, or the request
+# (or its coordinator lookup) was not taken.
 _DESCRIBE_AGAIN = (
+    *_NOT_TAKEN,
     Errors.ConcurrentTransactionsError,
     Errors.InvalidProducerEpochError,
     Errors.ProducerFencedError,

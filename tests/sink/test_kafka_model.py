@@ -292,3 +292,30 @@ def test_a_fence_whose_lookup_broke_describes_again_before_it_sends(cluster: Clu
     assert (TID, pid, epoch) not in cluster.kafka.aborted
     assert admin.describe([TID])[TID].state is TxnState.ONGOING  # type: ignore[union-attr]
     assert not any(w == f"fence {TID}" for w, _ in cluster.answers)
+
+
+def test_a_fence_whose_coordinator_moved_describes_again_before_it_sends_again(
+    cluster: Cluster,
+) -> None:
+    """As above, with the InitProducerId itself answered NOT_COORDINATOR (then
+    COORDINATOR_LOAD_IN_PROGRESS): not taken, but time passes before it can be sent again, and
+    a new producer took the id and began a transaction meanwhile. The fence describes again
+    and finds the target fenced. (Before: sent again after a new lookup, it aborted the newer
+    transaction.)"""
+    target = cluster.open()
+    newer: list[tuple[int, int]] = []
+
+    def step(where: str, effect: Callable[[], Any]) -> Any:
+        if where == f"fence {TID}" and not newer:
+            pid, epoch = cluster.kafka.init_producer_id(TID, 60_000)
+            cluster.kafka.produce(TID, pid, epoch, ("out", 0), (1, 1, 1))
+            newer.append((pid, epoch))
+            cluster.kafka.move_coordinator(partition_for(TID), load_s=0.5)
+        return cluster.step(where, effect)
+
+    admin = cluster.admin(step)
+    [fenced] = admin.fence_transactions([target], deadline=cluster.deadline(60)).values()
+    assert fenced.result is FenceResult.FENCED
+    [(pid, epoch)] = newer
+    assert (TID, pid, epoch) not in cluster.kafka.aborted
+    assert [w for w, _ in cluster.answers if w == f"fence {TID}"] == [f"fence {TID}"]
