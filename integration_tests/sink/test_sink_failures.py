@@ -271,6 +271,7 @@ def test_transaction_coordinator_killed_after_the_decision(
     role moves to a surviving replica of the transaction log, and the driver must find it
     there and commit: a decided batch is never lost to a broker crash."""
     cluster = kafka_factory(mode="process", nodes=3)
+    assert isinstance(cluster, ProcessCluster)
     bootstrap = cluster.bootstrap_servers
     topic = create_topic(bootstrap, partitions=2, replication=3)
     pipeline = Pipeline(bootstrap, topic, tmp_path / "cp")
