@@ -215,3 +215,53 @@ def test_e_crash_after_commit_before_spark_commit_log(pipeline: Pipeline) -> Non
     assert_exactly_once(pipeline)
     assert 1 in pipeline.spark_committed_batches()
     assert pipeline.uncommitted() == ALL  # the replay of batch 1 wrote nothing
+
+
+# The two points that the other tests only stall at, and a crash during recovery: the protocol
+# does not differ between transactions V1 and V2 there ((b) and (d) run on both).
+@default_version_only
+def test_f_crash_as_tasks_begin_then_after_the_sweep(pipeline: Pipeline) -> None:
+    """Every task of batch 1 dies as it starts, before any transaction: nothing of batch 1 is
+    in the log. The restart replays batch 1 and dies after the driver's recovery and lingering
+    sweep, before the verify and the decision: batch 1 pre-committed and undecided, as (b)
+    leaves it. The next restart aborts that copy and commits its own."""
+    _crash_then_recover(pipeline, "task.begin@1")  # whichever task starts first kills the job
+    assert pipeline.store().checkpoint_ids() == [0]
+    assert pipeline.spark_planned_batches() == {0, 1}
+    assert pipeline.spark_committed_batches() == {0}
+    assert pipeline.committed() == BATCH_0
+    assert pipeline.uncommitted() == BATCH_0  # no task of batch 1 wrote anything
+    assert pipeline.open_transactions() == []
+
+    _crash_then_recover(pipeline, "driver.before_verify@1")
+    _assert_undecided_batch_1_left_open(pipeline)
+
+    assert_ran(pipeline.run())
+    assert_exactly_once(pipeline)
+    assert pipeline.spark_committed_batches() == {0, 1, 2}
+    assert pipeline.uncommitted() == ALL + BATCH_1  # the copy pre-committed by the 2nd run
+
+
+@default_version_only
+def test_g_second_crash_in_the_recoverys_commit(pipeline: Pipeline) -> None:
+    """Killed after batch 1's decision, before its EndTxns; killed again as the restart's
+    recovery re-sends them (recovery runs when the restarted query builds its writer, before
+    any task: its EndTxns are the run's first), after one had reached its coordinator. The
+    next restart re-sends both, one of them already committed: exactly once."""
+    _crash_then_recover(pipeline, "driver.before_end_txn@1#1")
+    first, second = _assert_decided_batch_1_uncommitted(pipeline)
+
+    _crash_then_recover(pipeline, "driver.before_end_txn#1")
+    assert pipeline.spark_planned_batches() == {0, 1}  # no batch after the replay began
+    assert _assert_decided_batch_1_uncommitted(pipeline) == [first, second]
+    pipeline.commit_first_decided(1)  # the recovery's EndTxns are sent at once: one arrived
+    assert pipeline.transaction_states([first, second]) == {
+        first: TxnState.COMPLETE_COMMIT,
+        second: TxnState.ONGOING,
+    }
+    assert pipeline.uncommitted() == BATCH_0 + BATCH_1
+
+    assert_ran(pipeline.run())
+    assert_exactly_once(pipeline)
+    assert pipeline.spark_committed_batches() == {0, 1, 2}
+    assert pipeline.uncommitted() == ALL  # batch 1 committed from its decision, not rewritten
