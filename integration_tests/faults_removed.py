@@ -8,6 +8,9 @@ leaves (the window's state, the decisions, Spark's logs, the output): that failu
 as a pass. A pass is reported as a failure, and so is any other failure (a timeout, a harness
 or fixture error): it proves nothing about the fault. A test that names no fault is reported
 as it is. The summary lists each fault test with the assertion that caught the missing fault.
+
+``--faults-shard=K/N`` keeps the K-th of N shards of the collected tests (every N-th test from
+the K-th, in collection order): ``make test-faults-removed-subset`` rotates K run to run.
 """
 
 from __future__ import annotations
@@ -21,6 +24,26 @@ from integration_tests.sink import harness
 
 _caught: list[tuple[str, list[str], str]] = []
 _not_caught: list[tuple[str, list[str], str]] = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--faults-shard",
+        default=None,
+        help="K/N: run the K-th (0-based) of N shards of the collected tests",
+    )
+
+
+@pytest.hookimpl(trylast=True)  # after -k has deselected
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    shard = config.getoption("--faults-shard")
+    if shard is None:
+        return
+    k, n = (int(part) for part in shard.split("/"))
+    assert 0 <= k < n, f"--faults-shard={shard}: K must be in 0..N-1"
+    kept = [item for index, item in enumerate(items) if index % n == k]
+    config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    items[:] = kept
 
 
 def _caught_by_the_test(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException]) -> bool:
