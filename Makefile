@@ -116,7 +116,7 @@ integration-pyspark-oldest: venv-pyspark-oldest kafka-jars images
 # each. On one version: what a missing fault leaves does not depend on the transactions
 # protocol. The whole run (about 20 min) is not in `make test`; `test-faults-removed-subset`
 # is: one of FAULT_SHARDS shards of the same tests (every FAULT_SHARDS-th in collection order,
-# about 3 min), the day's (days since 1970 modulo FAULT_SHARDS) unless FAULT_SHARD=K is given,
+# 30 s to 1.5 min), the day's (days since 1970 modulo FAULT_SHARDS) unless FAULT_SHARD=K is given,
 # so that CI runs cover every fault test within FAULT_SHARDS days.
 FAULT_TESTS := $(addprefix integration_tests/sink/,test_fault_matrix.py test_sink_failures.py \
 	test_sink_auth.py test_drop_in_defaults.py test_avro_faults.py)
