@@ -26,9 +26,10 @@ from checkpoint.store import SnapshotStore
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.naming import derived_prefix
 from connectors.kafka.transactions import TransactionAdmin
-from connectors.kafka.txn_state import TxnDescription
+from connectors.kafka.txn_state import TxnDescription, TxnState
 from integration_tests.conftest import create_topic
 from integration_tests.sink.pipeline_job import NUMBER_SCHEMA
+from kafka_eos.cluster import KafkaCluster
 from kafka_eos.operations.drain import drain
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +39,16 @@ KILLED = -9
 # (integration_tests/faults_removed.py turns that failure into the target's pass).
 FAULTS_REMOVED = os.environ.get("KAFKA_EOS_TEST_REMOVE_FAULTS") == "1"
 removed_faults: list[str] = []  # the faults the running test named and ran without
+
+
+def inject(fault: str) -> bool:
+    """Whether the test injects ``fault``, one that is not a crash point (a broker killed, a
+    log entry deleted, an EndTxn sent for the crashed driver): no in removed-fault mode, which
+    records it as removed, so that the test must then fail on the effect it asserts."""
+    if FAULTS_REMOVED:
+        removed_faults.append(fault)
+        return False
+    return True
 
 
 @dataclass
@@ -212,6 +223,14 @@ class Pipeline:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
 
+    def crash(self, job: subprocess.Popen[str], timeout_s: float = 300) -> None:
+        """The test's own fault: :meth:`kill` the job in the window it holds. Removed, the job
+        runs to its end instead (within ``timeout_s``)."""
+        if inject("kill -9 of the job by the test"):
+            self.kill(job)
+        else:
+            job.wait(timeout_s)
+
     def store(self) -> SnapshotStore:
         """The sink's decisions, read through the same store the sink writes with."""
         return SnapshotStore(f"{self.checkpoint_location}/kafka-eos-sink")
@@ -220,6 +239,8 @@ class Pipeline:
         """End the first transaction of batch ``batch_id``'s decision, as the driver's EndTxn
         would: the state a crash leaves when it lands while the batch's EndTxns are in
         flight, and some reached their coordinators (they are sent all at once)."""
+        if not inject(f"the first EndTxn of batch {batch_id}, sent for the killed driver"):
+            return
         decision = self.store().get(batch_id)
         assert decision is not None, f"batch {batch_id} has no decision"
         committer = KafkaCommitter({"bootstrap.servers": self.bootstrap}, timeout_s=60)
@@ -232,6 +253,13 @@ class Pipeline:
         decision = self.store().get(batch_id)
         assert decision is not None, f"batch {batch_id} has no decision"
         return [c.transactional_id for c in decision.committables]
+
+    def delete_planned_batch(self, batch_id: int) -> None:
+        """An operator's fault: delete Spark's ``offsets/<batch_id>`` (and Hadoop's checksum of
+        it), so that Spark plans the batch anew. Local checkpoints only."""
+        if inject(f"offsets/{batch_id} deleted"):
+            for entry in (f"{batch_id}", f".{batch_id}.crc"):
+                (self.checkpoint / "offsets" / entry).unlink()
 
     def spark_planned_batches(self) -> set[int]:
         """Batches whose offsets Spark logged: started, maybe not finished."""
@@ -249,6 +277,13 @@ class Pipeline:
     def transactions(self, transactional_ids: list[str]) -> dict[str, TxnDescription | None]:
         with TransactionAdmin({"bootstrap.servers": self.bootstrap}) as admin:
             return admin.describe(transactional_ids)
+
+    def transaction_states(self, transactional_ids: list[str]) -> dict[str, TxnState | None]:
+        """Each id's state, None for an id its coordinator does not know: compared whole, so
+        that an id the broker forgot fails the comparison instead of dropping out of it."""
+        return {
+            tid: d.state if d else None for tid, d in self.transactions(transactional_ids).items()
+        }
 
     def open_transactions(self) -> list[str]:
         with TransactionAdmin({"bootstrap.servers": self.bootstrap}) as admin:
@@ -290,7 +325,21 @@ def fill_numbers(
     assert producer.flush(60) == 0, f"{topic}: not every input record was acknowledged"
 
 
+def kill_broker(cluster: KafkaCluster, node_id: int, *, restart: bool) -> None:
+    """kill -9 the broker ``node_id`` (:func:`inject`: removable), and with ``restart`` start it
+    again. The test asserts the effect (a new pid, a moved coordinator), which the kill's
+    removal must break."""
+    if inject(f"kill -9 of broker {node_id}" + (" and its restart" if restart else "")):
+        cluster.stop_node(node_id, hard=True)
+        if restart:
+            cluster.start_node(node_id)
+
+
 def assert_ran(result: subprocess.CompletedProcess[str], expected_returncode: int = 0) -> None:
+    """The run exited ``expected_returncode``. A failure's exit code (a kill, a loud stop) is
+    not checked once the test ran without a fault: its state assertions must catch that."""
+    if expected_returncode != 0 and removed_faults:
+        return
     assert result.returncode == expected_returncode, (
         f"pipeline exited {result.returncode}, expected {expected_returncode}:\n"
         + result.stderr[-4000:]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from connectors.kafka.txn_state import TxnState
 from integration_tests.sink.harness import (
     ALL,
     BATCH_0,
@@ -30,7 +31,11 @@ def test_avro_payloads_survive_a_crash_after_the_decision(
 ) -> None:
     pipeline = fed_pipeline(kafka.bootstrap_servers, tmp_path / "checkpoint", avro=True)
     assert_ran(pipeline.run("driver.before_end_txn@1#1"), KILLED)
-    assert pipeline.store().checkpoint_ids() == [0, 1]  # batch 1 decided ...
+    store = pipeline.store()
+    assert store.checkpoint_ids() == [0, 1] and not store.is_confirmed(1)  # batch 1 decided ...
+    tids = pipeline.decided_transactional_ids(1)
+    assert len(tids) == 2, tids
+    assert pipeline.transaction_states(tids) == dict.fromkeys(tids, TxnState.ONGOING)
     assert pipeline.committed() == BATCH_0  # ... not yet visible
     assert pipeline.uncommitted() == BATCH_0 + BATCH_1  # its Avro records are in the log
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from connectors.kafka.sink.naming import derived_prefix
+from connectors.kafka.txn_state import TxnState
 from integration_tests.sink.harness import (
     ALL,
     BATCH_0,
@@ -43,9 +44,11 @@ def pipeline(kafka: KafkaCluster, tmp_path: Path) -> Pipeline:
 def _crash_before_the_decision_of_batch_1(pipeline: Pipeline) -> list[str]:
     """Batch 1 pre-committed by both tasks, never decided: its transactions linger."""
     assert_ran(pipeline.run("driver.before_decision@1"), KILLED)
+    assert pipeline.store().checkpoint_ids() == [0]
     assert pipeline.uncommitted() == BATCH_0 + BATCH_1 and pipeline.committed() == BATCH_0
     lingering = pipeline.open_transactions()
     assert len(lingering) == 2, lingering  # one per task, under the derived prefix
+    assert pipeline.transaction_states(lingering) == dict.fromkeys(lingering, TxnState.ONGOING)
     return lingering
 
 
@@ -56,7 +59,9 @@ def test_a_drop_in_job_recovers_a_crash_exactly_once_however_the_location_is_spe
     prefix = derived_prefix(str(pipeline.checkpoint))
     assert all(tid.startswith(f"{prefix}-") for tid in lingering)
     described = pipeline.transactions(lingering)
-    assert {d.timeout_ms for d in described.values() if d} == {BROKER_DEFAULT_MAX_MS}
+    assert {tid: d.timeout_ms if d else None for tid, d in described.items()} == dict.fromkeys(
+        lingering, BROKER_DEFAULT_MAX_MS
+    )
 
     # The restart spells the same location as a URI with a trailing slash: Spark reads the
     # same checkpoint, and the sink must derive the same prefix to find the lingering ones.
@@ -100,11 +105,17 @@ def test_a_restart_that_fails_its_checks_still_commits_the_decided_batch(
     commit batch 1 first. Otherwise the decided transactions would wait for a restart that
     passes, and be lost if it came after their timeout."""
     assert_ran(pipeline.run("driver.before_end_txn@1"), KILLED)
-    assert pipeline.committed() == BATCH_0 and len(pipeline.open_transactions()) == 2
+    assert pipeline.store().checkpoint_ids() == [0, 1] and not pipeline.store().is_confirmed(1)
+    assert pipeline.committed() == BATCH_0
+    tids = pipeline.decided_transactional_ids(1)
+    assert len(tids) == 2, tids
+    assert pipeline.transaction_states(tids) == dict.fromkeys(tids, TxnState.ONGOING)
 
     refused = pipeline.run(options={"maxBatchDuration": "1h"})
     assert refused.returncode != 0 and "EOS002" in refused.stderr, refused.stderr[-3000:]
     assert pipeline.committed() == BATCH_0 + BATCH_1  # the decided batch, committed anyway
+    assert pipeline.store().is_confirmed(1)
+    assert pipeline.transaction_states(tids) == dict.fromkeys(tids, TxnState.COMPLETE_COMMIT)
     assert pipeline.open_transactions() == []
 
     assert_ran(pipeline.run())

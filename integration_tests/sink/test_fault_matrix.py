@@ -6,7 +6,9 @@ and kills the whole job (driver, JVM, Python workers), the restarted query repla
 the offsets Spark logged and finishes batch 2. A read_committed drain must then hold every
 number exactly once, compared key by key. The state left by the crash proves it struck
 mid-protocol: read_uncommitted records of the failed attempt, compared key by key too, or
-decisions and transactions caught half-way.
+decisions and transactions caught half-way, each decided or open transaction compared id by id
+with the state it must be in. (f) crashes the two points that other tests only stall at, one
+restart after the other; (g) crashes again in the restart's recovery of a decided batch.
 """
 
 from __future__ import annotations
@@ -43,6 +45,24 @@ def _crash_then_recover(pipeline: Pipeline, crash_at: str) -> None:
     assert_ran(pipeline.run(crash_at), KILLED)
 
 
+def _assert_open_per_task(pipeline: Pipeline, tasks: int) -> list[str]:
+    """One open transaction per task of the batch, each described as ongoing: compared id by
+    id, so that an id the broker no longer knows fails."""
+    open_ids = pipeline.open_transactions()
+    assert len(open_ids) == tasks, open_ids
+    assert pipeline.transaction_states(open_ids) == dict.fromkeys(open_ids, TxnState.ONGOING)
+    return open_ids
+
+
+def _assert_undecided_batch_1_left_open(pipeline: Pipeline) -> None:
+    """What a crash after every task of batch 1 pre-committed, before its decision, leaves."""
+    assert pipeline.store().checkpoint_ids() == [0]  # batch 1 never decided
+    assert pipeline.spark_committed_batches() == {0}
+    assert pipeline.committed() == BATCH_0
+    assert pipeline.uncommitted() == BATCH_0 + BATCH_1  # ... but every task pre-committed it
+    _assert_open_per_task(pipeline, 2)
+
+
 def test_a_crash_in_task_before_pre_commit(pipeline: Pipeline) -> None:
     # One task of batch 1 is held once it has produced its input, before its flush; the job is
     # killed once records of both tasks (even and odd numbers) reached the log, so that the
@@ -56,8 +76,8 @@ def test_a_crash_in_task_before_pre_commit(pipeline: Pipeline) -> None:
             time.sleep(0.2)
         # The window: batch 1 written, in open transactions, undecided.
         assert pipeline.store().checkpoint_ids() == [0]
-        assert len(pipeline.open_transactions()) == 2
-        pipeline.kill(job)
+        _assert_open_per_task(pipeline, 2)
+        pipeline.crash(job)
     assert pipeline.spark_planned_batches() == {0, 1}
     assert pipeline.spark_committed_batches() == {0}
     assert pipeline.committed() == BATCH_0
@@ -77,9 +97,7 @@ def test_a_crash_in_task_before_pre_commit(pipeline: Pipeline) -> None:
 @on_kafka(*SUPPORTED_KAFKA_VERSIONS)
 def test_b_crash_after_pre_commit_before_decision(pipeline: Pipeline) -> None:
     _crash_then_recover(pipeline, "driver.before_decision@1")
-    assert pipeline.store().checkpoint_ids() == [0]  # batch 1 never decided
-    assert pipeline.uncommitted() == BATCH_0 + BATCH_1  # ... but every task pre-committed it
-    assert len(pipeline.open_transactions()) == 2  # one per task
+    _assert_undecided_batch_1_left_open(pipeline)
 
     assert_ran(pipeline.run())
     assert_exactly_once(pipeline)
@@ -131,11 +149,7 @@ def _decided_batch_recovered_at_restart(pipeline: Pipeline) -> None:
     """A crash after batch 1's decision, before any EndTxn: the restart commits it before the
     replay's tasks run, and the replay writes nothing."""
     _crash_then_recover(pipeline, "driver.before_end_txn@1#1")
-    store = pipeline.store()
-    assert store.checkpoint_ids() == [0, 1] and not store.is_confirmed(1)
-    tids = pipeline.decided_transactional_ids(1)
-    assert {d.state for d in pipeline.transactions(tids).values() if d} == {TxnState.ONGOING}
-    assert pipeline.committed() == BATCH_0
+    _assert_decided_batch_1_uncommitted(pipeline)
     assert pipeline.uncommitted() == BATCH_0 + BATCH_1  # batch 1 decided, in the log, not visible
 
     # The decided batch is committed when the restarted query builds its writer, before any
@@ -158,16 +172,28 @@ def _decided_batch_recovered_at_restart(pipeline: Pipeline) -> None:
     assert pipeline.uncommitted() == ALL
 
 
+def _assert_decided_batch_1_uncommitted(pipeline: Pipeline) -> list[str]:
+    """What a crash after batch 1's decision, before any of its EndTxns, leaves: the decision,
+    unconfirmed, naming one ongoing transaction per task; nothing of batch 1 visible yet."""
+    store = pipeline.store()
+    assert store.checkpoint_ids() == [0, 1] and not store.is_confirmed(1)
+    assert pipeline.spark_committed_batches() == {0}
+    tids = pipeline.decided_transactional_ids(1)
+    assert len(tids) == 2, tids
+    assert pipeline.transaction_states(tids) == dict.fromkeys(tids, TxnState.ONGOING)
+    assert pipeline.committed() == BATCH_0
+    return tids
+
+
 def test_d_crash_after_some_end_txns(pipeline: Pipeline) -> None:
     _crash_then_recover(pipeline, "driver.before_end_txn@1#1")
+    first, second = _assert_decided_batch_1_uncommitted(pipeline)
     pipeline.commit_first_decided(1)  # its EndTxn reached the coordinator before the kill
     assert not pipeline.store().is_confirmed(1)
-    states = sorted(
-        d.state.value
-        for d in pipeline.transactions(pipeline.decided_transactional_ids(1)).values()
-        if d
-    )
-    assert states == [TxnState.COMPLETE_COMMIT.value, TxnState.ONGOING.value]
+    assert pipeline.transaction_states([first, second]) == {
+        first: TxnState.COMPLETE_COMMIT,
+        second: TxnState.ONGOING,
+    }
     assert pipeline.uncommitted() == BATCH_0 + BATCH_1
 
     assert_ran(pipeline.run())
@@ -177,11 +203,65 @@ def test_d_crash_after_some_end_txns(pipeline: Pipeline) -> None:
 
 def test_e_crash_after_commit_before_spark_commit_log(pipeline: Pipeline) -> None:
     _crash_then_recover(pipeline, "driver.after_commit@1")
-    assert pipeline.store().is_confirmed(1)
-    assert 1 not in pipeline.spark_committed_batches()  # Spark will replay batch 1
+    store = pipeline.store()
+    assert store.checkpoint_ids() == [0, 1] and store.is_confirmed(1)
+    assert pipeline.spark_committed_batches() == {0}  # Spark will replay batch 1
+    tids = pipeline.decided_transactional_ids(1)
+    assert len(tids) == 2, tids
+    assert pipeline.transaction_states(tids) == dict.fromkeys(tids, TxnState.COMPLETE_COMMIT)
     assert pipeline.committed() == BATCH_0 + BATCH_1
 
     assert_ran(pipeline.run())
     assert_exactly_once(pipeline)
     assert 1 in pipeline.spark_committed_batches()
     assert pipeline.uncommitted() == ALL  # the replay of batch 1 wrote nothing
+
+
+# The two points that the other tests only stall at, and a crash during recovery: the protocol
+# does not differ between transactions V1 and V2 there ((b) and (d) run on both).
+@default_version_only
+def test_f_crash_as_tasks_begin_then_after_the_sweep(pipeline: Pipeline) -> None:
+    """Every task of batch 1 dies as it starts, before any transaction: nothing of batch 1 is
+    in the log. The restart replays batch 1 and dies after the driver's recovery and lingering
+    sweep, before the verify and the decision: batch 1 pre-committed and undecided, as (b)
+    leaves it. The next restart aborts that copy and commits its own."""
+    _crash_then_recover(pipeline, "task.begin@1")  # whichever task starts first kills the job
+    assert pipeline.store().checkpoint_ids() == [0]
+    assert pipeline.spark_planned_batches() == {0, 1}
+    assert pipeline.spark_committed_batches() == {0}
+    assert pipeline.committed() == BATCH_0
+    assert pipeline.uncommitted() == BATCH_0  # no task of batch 1 wrote anything
+    assert pipeline.open_transactions() == []
+
+    _crash_then_recover(pipeline, "driver.before_verify@1")
+    _assert_undecided_batch_1_left_open(pipeline)
+
+    assert_ran(pipeline.run())
+    assert_exactly_once(pipeline)
+    assert pipeline.spark_committed_batches() == {0, 1, 2}
+    assert pipeline.uncommitted() == ALL + BATCH_1  # the copy pre-committed by the 2nd run
+
+
+@default_version_only
+def test_g_second_crash_in_the_recoverys_commit(pipeline: Pipeline) -> None:
+    """Killed after batch 1's decision, before its EndTxns; killed again as the restart's
+    recovery re-sends them (recovery runs when the restarted query builds its writer, before
+    any task: its EndTxns are the run's first), after one had reached its coordinator. The
+    next restart re-sends both, one of them already committed: exactly once."""
+    _crash_then_recover(pipeline, "driver.before_end_txn@1#1")
+    first, second = _assert_decided_batch_1_uncommitted(pipeline)
+
+    _crash_then_recover(pipeline, "driver.before_end_txn#1")
+    assert pipeline.spark_planned_batches() == {0, 1}  # no batch after the replay began
+    assert _assert_decided_batch_1_uncommitted(pipeline) == [first, second]
+    pipeline.commit_first_decided(1)  # the recovery's EndTxns are sent at once: one arrived
+    assert pipeline.transaction_states([first, second]) == {
+        first: TxnState.COMPLETE_COMMIT,
+        second: TxnState.ONGOING,
+    }
+    assert pipeline.uncommitted() == BATCH_0 + BATCH_1
+
+    assert_ran(pipeline.run())
+    assert_exactly_once(pipeline)
+    assert pipeline.spark_committed_batches() == {0, 1, 2}
+    assert pipeline.uncommitted() == ALL  # batch 1 committed from its decision, not rewritten

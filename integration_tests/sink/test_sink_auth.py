@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic
 from integration_tests.kafka_fixtures import TEST_BROKER_DEFAULTS
 from integration_tests.sink.harness import KILLED, Pipeline, assert_exactly_once, assert_ran
@@ -53,6 +54,11 @@ def test_every_connection_authenticates_including_the_commit_after_a_crash(
     options = _sasl_options(sasl_cluster, PASSWORD)
     # Killed after the decision of batch 1: the restart's commit goes through the admin alone.
     assert_ran(pipeline.run("driver.before_end_txn@1#1", options=options), KILLED)
+    assert pipeline.store().checkpoint_ids() == [0, 1] and not pipeline.store().is_confirmed(1)
+    tids = pipeline.decided_transactional_ids(1)
+    assert len(tids) == 2, tids
+    assert pipeline.transaction_states(tids) == dict.fromkeys(tids, TxnState.ONGOING)
+    assert pipeline.committed() == Counter(range(100))
     assert pipeline.uncommitted() == Counter(range(200))
 
     assert_ran(pipeline.run(options=options))

@@ -28,7 +28,9 @@ from integration_tests.sink.harness import (
     Pipeline,
     assert_exactly_once,
     assert_ran,
+    kill_broker,
 )
+from kafka_eos.cluster import ProcessCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -75,6 +77,7 @@ def test_transaction_timed_out_before_the_decision_fails_the_batch_loudly(
     crash_at = f"driver.before_decision@1:stall-until={go}"
     with pipeline.started(crash_at, options=SHORT_TIMEOUT) as job:
         pipeline.wait_until_struck(job, crash_at)
+        assert pipeline.store().checkpoint_ids() == [0]  # the window: batch 1 undecided
         deadline = time.monotonic() + 60
         while pipeline.open_transactions():  # the broker's clock, however slow this machine
             assert time.monotonic() < deadline, "the broker did not abort batch 1's transactions"
@@ -111,9 +114,10 @@ def test_a_transaction_too_close_to_its_timeout_is_never_decided(
     with pipeline.started(crash_at, options=SHORT_TIMEOUT) as job:
         pipeline.wait_until_struck(job, crash_at)
         # The window: batch 1 pre-committed and swept, not decided, its transactions open.
-        assert 1 not in pipeline.store().checkpoint_ids()
+        assert pipeline.store().checkpoint_ids() == [0]
         tids = pipeline.open_transactions()
         assert len(tids) == 2, tids
+        assert pipeline.transaction_states(tids) == dict.fromkeys(tids, TxnState.ONGOING)
         # commitTimeoutMs is left at its default, 60 s: the margin is a quarter of 6 s.
         margin_ms = commit_margin_ms(int(SHORT_TIMEOUT["kafka.transaction.timeout.ms"]), 60_000)
         deadline = time.monotonic() + 60
@@ -149,9 +153,9 @@ def test_a_decided_batch_id_planned_anew_stops_loudly(pipeline: Pipeline) -> Non
     decision and write nothing: recording the new plan as done would lose its input. The
     decision holds the fingerprint of the old offsets/1, so the restart stops, naming it."""
     assert_ran(pipeline.run("driver.after_commit@1"), KILLED)
-    assert pipeline.store().is_confirmed(1) and 1 not in pipeline.spark_committed_batches()
-    for entry in ("1", ".1.crc"):  # the log entry and Hadoop's checksum of it
-        (pipeline.checkpoint / "offsets" / entry).unlink()
+    assert pipeline.store().is_confirmed(1) and pipeline.spark_committed_batches() == {0}
+    pipeline.delete_planned_batch(1)
+    assert pipeline.spark_planned_batches() == {0}, "offsets/1 is still there"
 
     result = pipeline.run()
     assert_ran(result, 1)
@@ -168,14 +172,15 @@ def test_decided_transaction_lost_to_its_timeout_stops_with_the_batch_named(
     transactions: the decided output can no longer be committed. That is a loss the sink
     cannot repair, so the restart must stop, naming the batch, the transactions and the fix."""
     assert_ran(pipeline.run("driver.before_end_txn@1#1", options=SHORT_TIMEOUT), KILLED)
+    assert pipeline.store().checkpoint_ids() == [0, 1] and not pipeline.store().is_confirmed(1)
+    assert pipeline.committed() == BATCH_0
     tids = pipeline.decided_transactional_ids(1)
+    assert len(tids) == 2, tids
+    aborted = dict.fromkeys(tids, TxnState.COMPLETE_ABORT)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        states = {d.state for d in pipeline.transactions(tids).values() if d}
-        if states == {TxnState.COMPLETE_ABORT}:
-            break
+    while (states := pipeline.transaction_states(tids)) != aborted:
+        assert time.monotonic() < deadline, f"the broker did not abort the txns: {states}"
         time.sleep(1)
-    assert states == {TxnState.COMPLETE_ABORT}, f"the broker did not abort the txns: {states}"
 
     result = pipeline.run()
     assert_ran(result, 1)
@@ -217,7 +222,10 @@ def test_parallelism_change_after_a_crash_aborts_ids_beyond_the_new_task_count(
     """Three tasks pre-commit batch 1 and the driver dies; the query comes back with one
     task. Recovery finds the lingering transactions of ids 1 and 2 by prefix."""
     assert_ran(pipeline.run("driver.before_decision@1", partitions=3), KILLED)
-    assert len(pipeline.open_transactions()) == 3
+    assert pipeline.store().checkpoint_ids() == [0]
+    tids = pipeline.open_transactions()
+    assert len(tids) == 3, tids
+    assert pipeline.transaction_states(tids) == dict.fromkeys(tids, TxnState.ONGOING)
     assert pipeline.uncommitted() == BATCH_0 + BATCH_1
 
     assert_ran(pipeline.run(partitions=1))
@@ -232,6 +240,7 @@ def test_broker_crash_between_pre_commit_and_commit(
     transactions, and comes back: the transactions survive in its transaction log and the
     batch commits once."""
     cluster = kafka_factory(mode="process")
+    assert isinstance(cluster, ProcessCluster)
     bootstrap = cluster.bootstrap_servers
     pipeline = Pipeline(bootstrap, create_topic(bootstrap, partitions=2), tmp_path / "cp")
     go = tmp_path / "go"
@@ -239,11 +248,14 @@ def test_broker_crash_between_pre_commit_and_commit(
     with pipeline.started(crash_at) as job:
         pipeline.wait_until_struck(job, crash_at)
         # The window: every task of batch 1 pre-committed, nothing decided yet.
-        assert 1 not in pipeline.store().checkpoint_ids()
-        assert len(pipeline.open_transactions()) == 2, pipeline.open_transactions()
+        assert pipeline.store().checkpoint_ids() == [0]
+        tids = pipeline.open_transactions()
+        assert len(tids) == 2, tids
+        assert pipeline.transaction_states(tids) == dict.fromkeys(tids, TxnState.ONGOING)
         [node] = cluster.node_ids
-        cluster.stop_node(node, hard=True)
-        cluster.start_node(node)
+        [broker_pid] = cluster.pids()
+        kill_broker(cluster, node, restart=True)
+        assert cluster.pids() != [broker_pid], "the broker was not killed and restarted"
         go.touch()
         _, stderr = job.communicate(timeout=300)
     assert job.returncode == 0, stderr[-4000:]
@@ -259,6 +271,7 @@ def test_transaction_coordinator_killed_after_the_decision(
     role moves to a surviving replica of the transaction log, and the driver must find it
     there and commit: a decided batch is never lost to a broker crash."""
     cluster = kafka_factory(mode="process", nodes=3)
+    assert isinstance(cluster, ProcessCluster)
     bootstrap = cluster.bootstrap_servers
     topic = create_topic(bootstrap, partitions=2, replication=3)
     pipeline = Pipeline(bootstrap, topic, tmp_path / "cp")
@@ -267,11 +280,14 @@ def test_transaction_coordinator_killed_after_the_decision(
     with pipeline.started(crash_at) as job:
         pipeline.wait_until_struck(job, crash_at)
         # The window: batch 1 decided, its transactions still open.
-        assert 1 in pipeline.store().checkpoint_ids()
-        first, *_ = pipeline.decided_transactional_ids(1)
+        assert pipeline.store().checkpoint_ids() == [0, 1]
+        tids = pipeline.decided_transactional_ids(1)
+        assert pipeline.transaction_states(tids) == dict.fromkeys(tids, TxnState.ONGOING)
+        first = tids[0]
         described = pipeline.transactions([first])[first]
-        assert described is not None and described.state == TxnState.ONGOING
-        cluster.stop_node(described.coordinator_id, hard=True)
+        assert described is not None
+        kill_broker(cluster, described.coordinator_id, restart=False)
+        assert described.coordinator_id not in cluster.running_node_ids, "it was not killed"
         go.touch()
         _, stderr = job.communicate(timeout=300)
     assert job.returncode == 0, stderr[-4000:]
@@ -309,11 +325,14 @@ def test_multi_process_spark_cluster(pipeline: Pipeline) -> None:
     version: the fault matrix's (d) re-drives some EndTxns on both."""
     pipeline.master = "local-cluster[2,1,1024]"
     assert_ran(pipeline.run("driver.before_end_txn@1#1"), KILLED)
+    assert pipeline.store().checkpoint_ids() == [0, 1] and not pipeline.store().is_confirmed(1)
+    assert pipeline.committed() == BATCH_0
+    first, second = pipeline.decided_transactional_ids(1)
     pipeline.commit_first_decided(1)  # its EndTxn reached the coordinator before the kill
-    states = {
-        d.state for d in pipeline.transactions(pipeline.decided_transactional_ids(1)).values() if d
+    assert pipeline.transaction_states([first, second]) == {
+        first: TxnState.COMPLETE_COMMIT,
+        second: TxnState.ONGOING,
     }
-    assert states == {TxnState.COMPLETE_COMMIT, TxnState.ONGOING}
 
     assert_ran(pipeline.run())
     assert_exactly_once(pipeline)
