@@ -22,7 +22,7 @@ export KAFKA_EOS_WHEEL := $(abspath dist/kafka_eos-$(shell sed -n 's/^version = 
 
 .PHONY: demo test venv venv-pyspark-oldest kafka-jars spark-kafka-jars s3a-jars registry-jars \
 	docker-engine images check unit integration integration-pyspark-oldest test-faults-removed \
-	bench stop-docker clean
+	power bench stop-docker clean
 
 demo: venv kafka-jars
 	@echo "==> kafka-eos demo (embedded Kafka + Spark local[*])"
@@ -120,6 +120,15 @@ test-faults-removed: venv kafka-jars images
 		integration_tests/sink/test_fault_matrix.py integration_tests/sink/test_sink_failures.py \
 		integration_tests/sink/test_sink_auth.py integration_tests/sink/test_drop_in_defaults.py \
 		-k "not kafka-3.9.2" -q -rA
+
+# Not in `make test`: the property machines' power. For each seeded bug, how many of seeds 0 to
+# POWER_SEEDS-1 find it within the suite's budget (about 10 min at 8 seeds, 2 processes);
+# docs/testing.md reports a run.
+POWER_SEEDS ?= 8
+POWER_JOBS ?= 2
+power: venv
+	@echo "==> seeded bugs: how many of $(POWER_SEEDS) seeds find each"
+	$(BIN)/python scripts/seeded_power.py --seeds $(POWER_SEEDS) --jobs $(POWER_JOBS)
 
 # Not in `make test`: measurements, not tests. Each suite rewrites its own section of
 # docs/benchmarks.md (about 10 min for the pipeline, 2 min for the source, 2 min for Avro, 60 min for the
