@@ -36,6 +36,7 @@ from checkpoint_faults import (
     duplicates,
     fault_strategy,
     hunt,
+    misfits,
     named,
     open_store,
 )
@@ -262,6 +263,7 @@ def hunt_bug(bug: str, at_seed: int) -> tuple[str | None, int]:
 @pytest.mark.parametrize("bug", sorted(SEEDED_BUGS))
 def test_a_seeded_bug_in_the_split_form_is_found(bug: str) -> None:
     """Each bug breaks the invariant it is meant to break, by name, from a fixed seed."""
+    assert not misfits(SEEDED_BUGS[bug]), "a patch that its call would break"
     broken, schedules = hunt_bug(bug, SEEDS[bug])
     assert broken == SEEDED_BUGS[bug].invariant, (
         f"{bug!r} from seed {SEEDS[bug]}: {broken or 'nothing'} failed after {schedules} schedules"

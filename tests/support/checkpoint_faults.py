@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import json
 import uuid
 from collections import Counter
@@ -79,6 +80,21 @@ class SeededBug:
 
     invariant: str
     patches: tuple[Any, ...]
+
+
+def misfits(bug: SeededBug) -> list[str]:
+    """The patches of ``bug`` that cannot take the call the patched function takes: such a
+    bug fails with a TypeError of its own, which an invariant may take for the bug."""
+    wrong = []
+    for patch in bug.patches:
+        shipped = inspect.signature(getattr(patch.getter(), patch.attribute)).parameters
+        positional = [p.name for p in shipped.values() if p.kind <= p.POSITIONAL_OR_KEYWORD]
+        keywords = {p.name: None for p in shipped.values() if p.kind == p.KEYWORD_ONLY}
+        try:
+            inspect.signature(patch.new).bind(*positional, **keywords)
+        except TypeError as error:
+            wrong.append(f"{patch.attribute}: {error}")
+    return wrong
 
 
 @contextlib.contextmanager
