@@ -29,7 +29,7 @@ export KAFKA_EOS_WHEEL := $(abspath dist/kafka_eos-$(shell sed -n 's/^version = 
 
 .PHONY: demo test venv venv-pyspark-oldest kafka-jars spark-kafka-jars s3a-jars registry-jars \
 	docker-engine images check unit integration integration-pyspark-oldest test-faults-removed \
-	test-faults-removed-subset bench stop-docker clean
+	test-faults-removed-subset power bench stop-docker clean
 
 demo: venv kafka-jars
 	@echo "==> kafka-eos demo (embedded Kafka + Spark local[*])"
@@ -167,6 +167,15 @@ scale: venv kafka-jars images
 	@echo "==> the source at scale: 1,000,000 records, two restarts"
 	KAFKA_EOS_SOURCE_SCALE_RECORDS=1000000 $(BIN)/python -m pytest -q -rA -s \
 		integration_tests/source/test_source_scale.py
+
+# Not in `make test`: the property machines' power. For each seeded bug, how many of seeds 0 to
+# POWER_SEEDS-1 find it within the suite's budget (about 10 min at 8 seeds, 2 processes);
+# docs/testing.md reports a run.
+POWER_SEEDS ?= 8
+POWER_JOBS ?= 2
+power: venv
+	@echo "==> seeded bugs: how many of $(POWER_SEEDS) seeds find each"
+	$(BIN)/python scripts/seeded_power.py --seeds $(POWER_SEEDS) --jobs $(POWER_JOBS)
 
 # Not in `make test`: measurements, not tests. Each suite rewrites its own section of
 # docs/benchmarks.md (about 10 min for the pipeline, 2 min for the source, 2 min for Avro, 60 min for the

@@ -19,7 +19,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from typing import TypeVar
+from unittest import mock
 
+import pytest
 from checkpoint_faults import (
     Fault,
     Faults,
@@ -28,11 +30,16 @@ from checkpoint_faults import (
     Key,
     Ledger,
     MemoryFiles,
+    SeededBug,
     SimulatedCrash,
     check_commit_failed,
     committed_keys,
     duplicates,
     fault_strategy,
+    hunt,
+    misfits,
+    named,
+    named_as,
     newest_key,
     open_store,
 )
@@ -53,8 +60,9 @@ from checkpoint.errors import (
     CheckpointRejected,
     ParticipantFenced,
 )
-from checkpoint.model import Committable
+from checkpoint.model import CheckpointId, Committable
 from checkpoint.testing import InMemoryBroker, InMemoryParticipant, ManualClock
+from checkpoint.two_phase_commit import TwoPhaseCommit
 
 T = TypeVar("T")
 
@@ -139,6 +147,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
             return
         event(f"recovery re-committed {len(recovery.recommitted)} checkpoint(s)")
         self.open.clear()  # recovery aborted (fenced) every in-flight transaction
+        self.recovery_commits_every_decision_and_leaves_nothing_open()
+
+    @named
+    def recovery_commits_every_decision_and_leaves_nothing_open(self) -> None:
         assert committed_keys(self.broker) >= self.ledger.decided_keys, "a decision was lost"
         assert self.broker.lingering() == [], "recovery left a transaction open"
 
@@ -218,6 +230,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.recover()
 
     @rule()
+    @named_as("once_faults_stop_a_checkpoint_completes")
     def faults_stop_and_a_checkpoint_completes(self) -> None:
         """Liveness: the invariants hold for a coordinator that decides nothing (every error
         above is absorbed), so once faults stop, after the waiting barriers arrive, recovery
@@ -269,8 +282,11 @@ class CoordinatorMachine(RuleBasedStateMachine):
             return
         for snapshot in self.call(self.coordinator.acknowledge, cid, name, committable) or []:
             event("checkpoint completed")
-            keys = {c.key for c in snapshot.committables}
-            assert keys <= committed_keys(self.broker), "acknowledged but not visible"
+            self.a_completed_checkpoint_is_visible({c.key for c in snapshot.committables})
+
+    @named
+    def a_completed_checkpoint_is_visible(self, keys: set[Key]) -> None:
+        assert keys <= committed_keys(self.broker), "acknowledged but not visible"
 
     def pre_commit(self, cid: int, name: str) -> Committable | None:
         """The barrier reaches ``name``: it flushes and hands over its committable."""
@@ -280,22 +296,27 @@ class CoordinatorMachine(RuleBasedStateMachine):
     # -- invariants ------------------------------------------------------------------------
 
     @invariant()
+    @named
     def nothing_visible_before_its_decision_is_durable(self) -> None:
         assert not self.ledger.violations, self.ledger.violations
 
     @invariant()
+    @named
     def decided_checkpoints_are_never_rolled_back(self) -> None:
         assert not self.ledger.rolled_back(self.broker), "a decided transaction was aborted"
 
     @invariant()
+    @named
     def output_is_visible_at_most_once(self) -> None:
         assert not duplicates(self.broker)
 
     @invariant()
+    @named
     def aborted_output_is_never_visible(self) -> None:
         assert not committed_keys(self.broker) & self.ledger.doomed_keys
 
     @invariant()
+    @named
     def decisions_are_never_lost(self) -> None:
         if not self.ledger.decided:
             return
@@ -307,3 +328,54 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
 CoordinatorMachine.TestCase.settings = settings(stateful_step_count=20)  # on top of the profile
 TestCoordinatorProperties = CoordinatorMachine.TestCase
+
+
+def _abort_only_the_checkpoint(
+    coordinator: Coordinator, cid: CheckpointId, reason: object
+) -> list[CheckpointId]:
+    """``_abort_from`` that spares the younger checkpoints, whose offsets build on it."""
+    pending = coordinator._pending.pop(cid)
+    coordinator.commit_protocol.abort(cid, pending.committables(), reason=reason)  # type: ignore[arg-type]
+    coordinator._last_finished_at = coordinator._clock()
+    return [cid]
+
+
+SEEDED_BUDGET = 1000
+SEEDED_BUGS = {
+    # An aborted checkpoint's younger, in-flight ones are decided: their output skips its input.
+    "younger checkpoints survive an abort": SeededBug(
+        "nothing_visible_before_its_decision_is_durable",
+        (mock.patch.object(Coordinator, "_abort_from", _abort_only_the_checkpoint),),
+    ),
+    # Recovery forgets the decided, unconfirmed checkpoints.
+    "recovery commits no decision": SeededBug(
+        "recovery_commits_every_decision_and_leaves_nothing_open",
+        (mock.patch.object(TwoPhaseCommit, "recover_decided", lambda p: ()),),
+    ),
+    # Liveness: no checkpoint is ever decided; nothing unsafe ever happens.
+    "a coordinator that never decides": SeededBug(
+        "once_faults_stop_a_checkpoint_completes",
+        (mock.patch.object(Coordinator, "_complete_ready", lambda c: ([], [])),),
+    ),
+}
+# Of seeds 0-7, the one that finds each bug soonest (`make power`: docs/testing.md).
+SEEDS = {
+    "younger checkpoints survive an abort": 2,
+    "recovery commits no decision": 3,
+    "a coordinator that never decides": 0,
+}
+
+
+def hunt_bug(bug: str, at_seed: int) -> tuple[str | None, int]:
+    """The invariant ``bug`` breaks from ``at_seed`` within the budget, and the schedules."""
+    return hunt(CoordinatorMachine, SEEDED_BUGS[bug], at_seed, budget=SEEDED_BUDGET, steps=20)
+
+
+@pytest.mark.parametrize("bug", sorted(SEEDED_BUGS))
+def test_a_seeded_bug_in_the_coordinator_is_found(bug: str) -> None:
+    """Each bug breaks the invariant it is meant to break, by name, from a fixed seed."""
+    assert not misfits(SEEDED_BUGS[bug]), "a patch that its call would break"
+    broken, schedules = hunt_bug(bug, SEEDS[bug])
+    assert broken == SEEDED_BUGS[bug].invariant, (
+        f"{bug!r} from seed {SEEDS[bug]}: {broken or 'nothing'} failed after {schedules} schedules"
+    )

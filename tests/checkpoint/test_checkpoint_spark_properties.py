@@ -19,7 +19,9 @@ including while the query is down; a commit fails only from an injected failure.
 from __future__ import annotations
 
 import contextlib
+from unittest import mock
 
+import pytest
 from checkpoint_faults import (
     Fault,
     Faults,
@@ -27,11 +29,15 @@ from checkpoint_faults import (
     InjectedFailure,
     Ledger,
     MemoryFiles,
+    SeededBug,
     SimulatedCrash,
     check_commit_failed,
     committed_keys,
     duplicates,
     fault_strategy,
+    hunt,
+    misfits,
+    named,
     open_store,
 )
 from hypothesis import event, settings
@@ -101,9 +107,13 @@ class SparkMachine(RuleBasedStateMachine):
         except (SimulatedCrash, InjectedFailure):
             return
         event(f"recovery re-committed {len(recovery.recommitted)} batch(es)")
+        self.recovery_commits_every_decision_and_leaves_nothing_open()
+        self.query_up = True
+
+    @named
+    def recovery_commits_every_decision_and_leaves_nothing_open(self) -> None:
         assert committed_keys(self.broker) >= self.ledger.decided_keys, "a decision was lost"
         assert self.broker.lingering() == [], "recovery left a transaction open"
-        self.query_up = True
 
     DIES = st.sampled_from([None, None, "before", "after"])
 
@@ -162,9 +172,13 @@ class SparkMachine(RuleBasedStateMachine):
             self.abort_batch(messages)  # what Spark does when commit() raised
             return
         event("batch committed")
-        assert self.expected(batch) <= set(self.broker.visible), "committed but not visible"
+        self.a_committed_batch_is_visible(batch)
         self.batch += 1
         self.messages = {}
+
+    @named
+    def a_committed_batch_is_visible(self, batch: int) -> None:
+        assert self.expected(batch) <= set(self.broker.visible), "committed but not visible"
 
     @precondition(lambda self: self.query_up and bool(self.messages))
     @rule()
@@ -189,14 +203,17 @@ class SparkMachine(RuleBasedStateMachine):
     # -- invariants ------------------------------------------------------------------------
 
     @invariant()
+    @named
     def nothing_visible_before_its_decision_is_durable(self) -> None:
         assert not self.ledger.violations, self.ledger.violations
 
     @invariant()
+    @named
     def decided_batches_are_never_rolled_back(self) -> None:
         assert not self.ledger.rolled_back(self.broker), "a decided transaction was aborted"
 
     @invariant()
+    @named
     def every_committed_batch_is_visible_exactly_once(self) -> None:
         assert not duplicates(self.broker)
         visible = set(self.broker.visible)
@@ -204,10 +221,12 @@ class SparkMachine(RuleBasedStateMachine):
             assert self.expected(batch) <= visible, f"batch {batch} lost records"
 
     @invariant()
+    @named
     def nothing_beyond_the_current_batch_is_visible(self) -> None:
         assert all(record[0] <= self.batch for record in self.broker.visible)
 
     @invariant()
+    @named
     def decisions_are_never_lost(self) -> None:
         if self.ledger.decided:
             ids = self.reader.checkpoint_ids()
@@ -217,3 +236,35 @@ class SparkMachine(RuleBasedStateMachine):
 
 SparkMachine.TestCase.settings = settings(stateful_step_count=20)  # on top of the profile
 TestSparkProperties = SparkMachine.TestCase
+
+
+SEEDED_BUDGET = 1000
+SEEDED_BUGS = {
+    # Spark's abort after a commit that failed past the decision drops the decided batch.
+    "abort of a decided batch": SeededBug(
+        "decided_batches_are_never_rolled_back",
+        (mock.patch.object(TwoPhaseCommit, "_decided_committables", lambda p, cid: ()),),
+    ),
+    # Recovery at start-up forgets the decided, unconfirmed batches.
+    "recovery commits no decision": SeededBug(
+        "recovery_commits_every_decision_and_leaves_nothing_open",
+        (mock.patch.object(TwoPhaseCommit, "recover_decided", lambda p: ()),),
+    ),
+}
+# Of seeds 0-7, the one that finds each bug soonest (`make power`: docs/testing.md).
+SEEDS = {"abort of a decided batch": 0, "recovery commits no decision": 1}
+
+
+def hunt_bug(bug: str, at_seed: int) -> tuple[str | None, int]:
+    """The invariant ``bug`` breaks from ``at_seed`` within the budget, and the schedules."""
+    return hunt(SparkMachine, SEEDED_BUGS[bug], at_seed, budget=SEEDED_BUDGET, steps=20)
+
+
+@pytest.mark.parametrize("bug", sorted(SEEDED_BUGS))
+def test_a_seeded_bug_in_the_split_form_is_found(bug: str) -> None:
+    """Each bug breaks the invariant it is meant to break, by name, from a fixed seed."""
+    assert not misfits(SEEDED_BUGS[bug]), "a patch that its call would break"
+    broken, schedules = hunt_bug(bug, SEEDS[bug])
+    assert broken == SEEDED_BUGS[bug].invariant, (
+        f"{bug!r} from seed {SEEDS[bug]}: {broken or 'nothing'} failed after {schedules} schedules"
+    )

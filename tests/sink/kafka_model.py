@@ -206,6 +206,18 @@ class KafkaModel:
         partition leader is down): the ends stay PrepareCommit / PrepareAbort so long."""
         self.markers_delayed_until_ms = self.now_ms() + int(seconds * 1000)
 
+    def calm(self) -> None:
+        """The conditions that are not faults end: no move pending, every coordinator
+        loaded, every delayed marker written."""
+        now = self.now_ms()
+        self._moves.clear()
+        self.loaded_at_ms = [min(at, now) for at in self.loaded_at_ms]
+        self.markers_delayed_until_ms = now
+        for state in self.ids.values():
+            if state.state in _PREPARED:
+                state.markers_due_ms = min(state.markers_due_ms, now)
+        self.settle()
+
     # -- producer side ---------------------------------------------------------------------
 
     def init_producer_id(self, tid: str, timeout_ms: int) -> tuple[int, int]:

@@ -9,13 +9,20 @@ visible, at the instant it happened, so the invariants compare the two.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import json
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
+from unittest import mock
 
+from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from checkpoint.errors import CheckpointCommitFailed
 from checkpoint.model import CheckpointId, Committable, Snapshot
@@ -31,6 +38,120 @@ Fault = tuple[str, int, bool]
 def fault_strategy(max_steps: int) -> st.SearchStrategy[Fault]:
     """A fault to arm: crash or fail at one of the next ``max_steps + 1`` I/O steps."""
     return st.tuples(st.sampled_from(["crash", "fail"]), st.integers(0, max_steps), st.booleans())
+
+
+class InvariantViolated(AssertionError):
+    """An invariant of a property machine failed. ``invariant`` names it, so that a seeded
+    bug's test checks that the bug broke the invariant it is meant to break, not that some
+    assertion failed somewhere."""
+
+    def __init__(self, invariant: str, detail: object = "") -> None:
+        super().__init__(f"{invariant}: {detail}")
+        self.invariant = invariant
+
+
+def named(check: Callable[..., None]) -> Callable[..., None]:
+    """Under ``@invariant()`` (or on a check a rule calls): a failed assertion in ``check``
+    becomes :class:`InvariantViolated`, named after ``check``."""
+    return named_as(check.__name__)(check)
+
+
+def named_as(invariant: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """:func:`named`, with the invariant's name given: for a check shared by machines."""
+
+    def decorate(check: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(check)
+        def wrapper(*args: Any, **kwargs: Any) -> None:
+            try:
+                check(*args, **kwargs)
+            except InvariantViolated:
+                raise
+            except AssertionError as failed:
+                raise InvariantViolated(invariant, failed) from failed
+
+        return wrapper
+
+    return decorate
+
+
+@dataclass(frozen=True)
+class SeededBug:
+    """A bug planted in the code under test (``patches``) and the invariant it must break."""
+
+    invariant: str
+    patches: tuple[Any, ...]
+
+
+def misfits(bug: SeededBug) -> list[str]:
+    """The patches of ``bug`` that cannot take the call the patched function takes: such a
+    bug fails with a TypeError of its own, which an invariant may take for the bug."""
+    wrong = []
+    for patch in bug.patches:
+        shipped = inspect.signature(getattr(patch.getter(), patch.attribute)).parameters
+        positional = [p.name for p in shipped.values() if p.kind <= p.POSITIONAL_OR_KEYWORD]
+        keywords = {p.name: None for p in shipped.values() if p.kind == p.KEYWORD_ONLY}
+        try:
+            inspect.signature(patch.new).bind(*positional, **keywords)
+        except TypeError as error:
+            wrong.append(f"{patch.attribute}: {error}")
+    return wrong
+
+
+@contextlib.contextmanager
+def no_local_constants() -> Iterator[None]:
+    """Hypothesis (pinned in pyproject.toml) sometimes draws numbers and strings found in the
+    project's imported modules ("local constants"): a fixed seed then gave other schedules
+    whenever another module was imported, or tests were collected together. Without them a
+    seed's schedules depend on the seed, the machine and the pinned Hypothesis only."""
+    from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import Constants
+
+    providers.CONSTANTS_CACHE.cache.clear()
+    with mock.patch.object(providers, "_get_local_constants", Constants):
+        yield
+    providers.CONSTANTS_CACHE.cache.clear()
+
+
+def hunt(
+    machine: type[RuleBasedStateMachine],
+    bug: SeededBug,
+    at_seed: int,
+    *,
+    budget: int,
+    steps: int,
+) -> tuple[str | None, int]:
+    """Search ``budget`` random schedules of ``machine`` from ``at_seed`` with ``bug``
+    planted: the invariant that failed (None: none did; an error's type if no invariant named
+    it) and the schedules it took."""
+    schedules = 0
+
+    def fresh() -> RuleBasedStateMachine:
+        nonlocal schedules
+        schedules += 1
+        return machine()
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(no_local_constants())
+        for patch in bug.patches:
+            stack.enter_context(patch)
+        try:
+            run_state_machine_as_test(
+                seed(at_seed)(fresh),
+                settings=settings(
+                    max_examples=budget,
+                    stateful_step_count=steps,
+                    database=None,
+                    deadline=None,
+                    suppress_health_check=list(HealthCheck),
+                    report_multiple_bugs=False,
+                    phases=[Phase.generate],
+                ),
+            )
+        except InvariantViolated as violation:
+            return violation.invariant, schedules
+        except Exception as other:  # no invariant named it: a crash of the model, say
+            return f"{type(other).__name__} (no invariant)", schedules
+    return None, schedules
 
 
 class SimulatedCrash(BaseException):
@@ -146,6 +267,7 @@ class Ledger:
         return [t.key for t in aborted if t.key in self.decided_keys]
 
 
+@named_as("a_commit_fails_only_from_an_injected_failure")
 def check_commit_failed(error: CheckpointCommitFailed) -> None:
     """A commit may fail only from an injected failure; any other cause is a bug, such as
     committing a decided transaction that something aborted. Every commit's error is checked:
