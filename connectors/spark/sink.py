@@ -199,6 +199,11 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             # changed timing option, a broker that cannot be read); committing needs no
             # timeout. It becomes visible now, not after its replay recomputed every stage.
             protocol.recover_decided()
+            # The tasks' producers run with the checked timeout, pickled to them in the
+            # options; so do the Avro schemas read from files, after the recovery they must
+            # not hold up. The checks stop at once on a rejected login, where the best-effort
+            # registration below would wait out its deadline first (a minute, then a warning).
+            self._sink = with_schema_files(startup_checks(sink))
             # Before any task opens a transaction, so that another query of the prefix that
             # sees one can name this query's location.
             if sink.topic is not None:
@@ -207,9 +212,6 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             raise loss_or(exc, None) from exc
         finally:
             committer.close()
-        # The tasks' producers run with the checked timeout, pickled to them in the options;
-        # so do the Avro schemas read from files, after the recovery they must not hold up.
-        self._sink = with_schema_files(startup_checks(sink))
         # Read here, on the driver, and pickled to the tasks: executors never read the
         # decisions, which may live where only the driver can reach them. Spark creates the
         # writer before it runs a batch, and only a batch's own commit() can decide it, so a
