@@ -15,7 +15,7 @@ import inspect
 import json
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from unittest import mock
@@ -95,6 +95,21 @@ def misfits(bug: SeededBug) -> list[str]:
         except TypeError as error:
             wrong.append(f"{patch.attribute}: {error}")
     return wrong
+
+
+def assert_seeded_bug_found(
+    bug: str,
+    bugs: Mapping[str, SeededBug],
+    seeds: Mapping[str, int],
+    hunt_bug: Callable[[str, int], tuple[str | None, int]],
+) -> None:
+    """A seeded bug's test, for every machine: its patches take their calls, and from its
+    fixed seed it breaks the invariant it is meant to break, by name, within the budget."""
+    assert not misfits(bugs[bug]), "a patch that its call would break"
+    broken, schedules = hunt_bug(bug, seeds[bug])
+    assert broken == bugs[bug].invariant, (
+        f"{bug!r} from seed {seeds[bug]}: {broken or 'nothing'} failed after {schedules} schedules"
+    )
 
 
 @contextlib.contextmanager
