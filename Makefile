@@ -18,6 +18,17 @@ OLDEST_VENV := .venv-pyspark-4.0
 OLDEST_BIN := $(OLDEST_VENV)/bin
 # Every package the venvs install, pinned exactly (pip constraints; `make lock` regenerates it).
 LOCK := requirements/test.lock
+# pytest-xdist workers for `unit` and `integration`: a pipeline run leaves about a third of the
+# 2 cores idle (brokers, process starts) and a property machine uses one, so a second worker
+# fills them. `integration` gives each worker whole files (--dist loadfile), so a module's
+# cluster starts once; each worker starts its own session clusters and SparkSession
+# (docs/testing.md, "The suite's cost").
+PYTEST_WORKERS ?= 2
+# The tests' JVMs (Spark's launcher, drivers and executors, the schema registry) live seconds to
+# minutes: C1 alone compiles enough for them and saves about a fifth of a pipeline run's CPU.
+# JDK_JAVA_OPTIONS reaches every `java` they start (not the brokers, whose containers have
+# their own environment); each then prints "NOTE: Picked up JDK_JAVA_OPTIONS" on stderr.
+TEST_JVMS := JDK_JAVA_OPTIONS=-XX:TieredStopAtLevel=1
 # The fault matrix's smoke case (integration_tests/sink/test_fault_matrix.py).
 SMOKE_CASE := test_b_crash_after_pre_commit_before_decision
 
@@ -113,11 +124,12 @@ check: venv
 
 unit: venv
 	@echo "==> unit tests (no broker)"
-	$(BIN)/python -m pytest tests -q
+	$(BIN)/python -m pytest tests -q -n $(PYTEST_WORKERS)
 
 integration: venv kafka-jars spark-kafka-jars s3a-jars registry-jars images wheel
 	@echo "==> integration tests (real Kafka, real Spark)"
-	$(BIN)/python -m pytest integration_tests -q -rA --durations=40 \
+	$(TEST_JVMS) $(BIN)/python -m pytest integration_tests -q -rA --durations=40 \
+		-n $(PYTEST_WORKERS) --dist loadfile \
 		--kafka-versions-must-run=$(subst $(empty) $(empty),$(comma),$(KAFKA_LABELS))
 
 # On the oldest supported PySpark: the unit tests (20 s; with the dev profile's random schedules:
@@ -128,8 +140,8 @@ integration: venv kafka-jars spark-kafka-jars s3a-jars registry-jars images whee
 # fetched on first use (kafka_eos/spark_session.py).
 integration-pyspark-oldest: venv-pyspark-oldest kafka-jars images
 	@echo "==> conformance and fault-matrix smoke case on PySpark $(PYSPARK_OLDEST)"
-	HYPOTHESIS_PROFILE=dev $(OLDEST_BIN)/python -m pytest tests -q
-	PYSPARK_PYTHON=$(abspath $(OLDEST_BIN)/python) $(OLDEST_BIN)/python -m pytest -q -rA \
+	HYPOTHESIS_PROFILE=dev $(OLDEST_BIN)/python -m pytest tests -q -n $(PYTEST_WORKERS)
+	$(TEST_JVMS) PYSPARK_PYTHON=$(abspath $(OLDEST_BIN)/python) $(OLDEST_BIN)/python -m pytest -q -rA \
 		integration_tests/test_conformance.py integration_tests/sink/test_fault_matrix.py \
 		-k "test_conformance or ($(SMOKE_CASE) and kafka-$(firstword $(KAFKA_VERSIONS)))"
 
@@ -142,7 +154,7 @@ integration-pyspark-oldest: venv-pyspark-oldest kafka-jars images
 # so that CI runs cover every fault test within FAULT_SHARDS days.
 FAULT_TESTS := $(addprefix integration_tests/sink/,test_fault_matrix.py test_sink_failures.py \
 	test_sink_auth.py test_drop_in_defaults.py test_avro_faults.py test_decision_pruning.py)
-FAULTS_REMOVED := KAFKA_EOS_TEST_REMOVE_FAULTS=1 $(BIN)/python -m pytest \
+FAULTS_REMOVED := $(TEST_JVMS) KAFKA_EOS_TEST_REMOVE_FAULTS=1 $(BIN)/python -m pytest \
 	-p integration_tests.faults_removed $(FAULT_TESTS) -q -rA
 # The tests labelled with the default Kafka version, and those with no version label.
 ONE_VERSION := kafka-$(firstword $(KAFKA_VERSIONS)) or not kafka-

@@ -50,6 +50,7 @@ def run(
     monkeypatch: pytest.MonkeyPatch,
     ci: str | None,
     allowed: dict[str, str] | None = None,
+    pytest_args: tuple[str, ...] = (),
     **modules: str,
 ) -> pytest.RunResult:
     conftest = ROOT_CONFTEST.read_text()
@@ -62,7 +63,7 @@ def run(
     else:
         monkeypatch.setenv("CI", ci)
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # hypothesis etc.: slow to load
-    return pytester.runpytest("-q")
+    return pytester.runpytest("-q", *pytest_args)
 
 
 @pytest.mark.parametrize("style", SKIPS)
@@ -97,6 +98,27 @@ def test_a_module_skipped_as_a_whole_fails_the_run_in_ci(
     result = run(pytester, monkeypatch, "1", test_a="def test_ok(): pass", test_b=module)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["SKIPPED test_b.py: no broker here"])
+
+
+def test_under_two_workers_the_run_still_fails_on_a_skip(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``make`` runs the suites with pytest-xdist: a worker sees only its share of the skips,
+    and its status is not the run's; the controller sees them all and sets it."""
+    module = "import pytest\npytest.skip('no broker here', allow_module_level=True)\n"
+    skipped = {"test_b": SKIPS["in the test"], "test_c": module}
+    workers = ("-p", "xdist", "-n", "2")
+    result = run(
+        pytester, monkeypatch, "true", None, workers, test_a="def test_ok(): pass", **skipped
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines_random(
+        ["SKIPPED test_b.py::test_skipped: no broker here", "SKIPPED test_c.py: no broker here"]
+    )
+    for skipping in skipped:
+        (pytester.path / f"{skipping}.py").unlink()
+    ok = run(pytester, monkeypatch, "true", None, workers, test_b="def test_ok(): pass")
+    assert ok.ret == pytest.ExitCode.OK
 
 
 def test_an_allowed_reason_passes_and_is_listed_with_why(

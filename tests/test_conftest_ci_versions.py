@@ -43,6 +43,28 @@ def test_a_required_label_with_no_passing_test_fails_a_run_that_passed(
     result.stdout.fnmatch_lines(["kafka-3.9.2: 0", "*no test passed on 3.9.2;*"])
 
 
+def test_under_two_workers_the_controller_counts_every_workers_passes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each worker runs a share of the labels; only the controller sees them all."""
+    workers = ("-p", "xdist", "-n", "2")
+    green = run(
+        pytester,
+        monkeypatch,
+        *workers,
+        "-k",
+        "not 3.9.2-nv",
+        "--kafka-versions-must-run=4.3.1,3.5.2",
+    )
+    assert green.ret == pytest.ExitCode.OK
+    green.stdout.fnmatch_lines(
+        ["bringing up nodes*", "*kafka-3.5.2: 1", "kafka-4.3.1: 1", "kafka-4.3.1-tv1: 1"]
+    )
+    red = run(pytester, monkeypatch, *workers, "-k", "not 3.9.2", "--kafka-versions-must-run=3.9.2")
+    assert red.ret == pytest.ExitCode.TESTS_FAILED
+    red.stdout.fnmatch_lines(["*no test passed on 3.9.2;*"])
+
+
 def test_a_variant_label_does_not_count_for_its_release_nor_a_failed_test_for_its_label(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
