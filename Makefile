@@ -143,7 +143,7 @@ integration-pyspark-oldest: venv-pyspark-oldest kafka-jars images
 	HYPOTHESIS_PROFILE=dev $(OLDEST_BIN)/python -m pytest tests -q -n $(PYTEST_WORKERS)
 	$(TEST_JVMS) PYSPARK_PYTHON=$(abspath $(OLDEST_BIN)/python) $(OLDEST_BIN)/python -m pytest -q -rA \
 		integration_tests/test_conformance.py integration_tests/sink/test_fault_matrix.py \
-		-k "test_conformance or ($(SMOKE_CASE) and kafka-$(firstword $(KAFKA_VERSIONS)))"
+		-k "test_conformance or ($(SMOKE_CASE) and $(ONE_VERSION))"
 
 # Each fault test, run with its fault removed, must fail on an assertion of its own file (a
 # timeout or a harness error does not count); the summary names the assertion that caught
@@ -156,8 +156,9 @@ FAULT_TESTS := $(addprefix integration_tests/sink/,test_fault_matrix.py test_sin
 	test_sink_auth.py test_drop_in_defaults.py test_avro_faults.py test_decision_pruning.py)
 FAULTS_REMOVED := $(TEST_JVMS) KAFKA_EOS_TEST_REMOVE_FAULTS=1 $(BIN)/python -m pytest \
 	-p integration_tests.faults_removed $(FAULT_TESTS) -q -rA
-# The tests labelled with the default Kafka version, and those with no version label.
-ONE_VERSION := kafka-$(firstword $(KAFKA_VERSIONS)) or not kafka-
+# The tests labelled with the default Kafka version (not its -tv or -nv variants), and those with
+# no version label.
+ONE_VERSION := (kafka-$(firstword $(KAFKA_VERSIONS)) and not kafka-$(firstword $(KAFKA_VERSIONS))-) or not kafka-
 FAULT_SHARDS := 8
 FAULT_SHARD ?= $(shell echo $$(( $$(date +%s) / 86400 % $(FAULT_SHARDS) )))
 

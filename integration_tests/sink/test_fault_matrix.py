@@ -31,9 +31,15 @@ from integration_tests.sink.harness import (
     assert_ran,
     fed_pipeline,
 )
-from kafka_eos.cluster import SUPPORTED_KAFKA_VERSIONS, KafkaCluster
+from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, SUPPORTED_KAFKA_VERSIONS, KafkaCluster
+from kafka_eos.cluster.base import PROTOCOL_KAFKA_VERSIONS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+# (a) to (e) run on each transactions protocol, and on the newest release at transaction.version
+# 1 too: a cluster upgraded to 4.x that has not finalized V2 runs V1's protocol on 4.x's code.
+TRANSACTIONS_V1_ON_4X = f"{DEFAULT_KAFKA_VERSION}-tv1"
+on_each_protocol = on_kafka(*PROTOCOL_KAFKA_VERSIONS, TRANSACTIONS_V1_ON_4X)
 
 
 @pytest.fixture
@@ -63,6 +69,7 @@ def _assert_undecided_batch_1_left_open(pipeline: Pipeline) -> None:
     _assert_open_per_task(pipeline, 2)
 
 
+@on_each_protocol
 def test_a_crash_in_task_before_pre_commit(pipeline: Pipeline) -> None:
     # One task of batch 1 is held once it has produced its input, before its flush; the job is
     # killed once records of both tasks (even and odd numbers) reached the log, so that the
@@ -94,7 +101,7 @@ def test_a_crash_in_task_before_pre_commit(pipeline: Pipeline) -> None:
 
 # The smoke case on every supported release: the restart fences the dead attempt's
 # pre-committed transactions (its producers could have written on under transactions V1).
-@on_kafka(*SUPPORTED_KAFKA_VERSIONS)
+@on_kafka(*SUPPORTED_KAFKA_VERSIONS, TRANSACTIONS_V1_ON_4X)
 def test_b_crash_after_pre_commit_before_decision(pipeline: Pipeline) -> None:
     _crash_then_recover(pipeline, "driver.before_decision@1")
     _assert_undecided_batch_1_left_open(pipeline)
@@ -105,6 +112,7 @@ def test_b_crash_after_pre_commit_before_decision(pipeline: Pipeline) -> None:
     assert pipeline.uncommitted() == ALL + BATCH_1
 
 
+@on_each_protocol
 def test_c_crash_after_decision_before_any_end_txn(pipeline: Pipeline) -> None:
     _decided_batch_recovered_at_restart(pipeline)
 
@@ -200,6 +208,7 @@ def _first_end_txn_arrived_then_restart(pipeline: Pipeline, first: str, second: 
     assert_exactly_once(pipeline)
 
 
+@on_each_protocol
 def test_d_crash_after_some_end_txns(pipeline: Pipeline) -> None:
     _crash_then_recover(pipeline, "driver.before_end_txn@1#1")
     first, second = _assert_decided_batch_1_uncommitted(pipeline)
@@ -208,6 +217,7 @@ def test_d_crash_after_some_end_txns(pipeline: Pipeline) -> None:
     assert pipeline.uncommitted() == ALL
 
 
+@on_each_protocol
 def test_e_crash_after_commit_before_spark_commit_log(pipeline: Pipeline) -> None:
     _crash_then_recover(pipeline, "driver.after_commit@1")
     store = pipeline.store()
