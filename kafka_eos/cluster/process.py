@@ -257,8 +257,10 @@ class ProcessCluster:
             process.wait()
 
     def stop(self) -> None:
+        """Kill every node: the cluster's data goes with it, so nothing needs a controlled
+        shutdown, which waits out ``_STOP_TIMEOUT_S`` when a quorum member is down."""
         for node_id in self._nodes:
-            self.stop_node(node_id)
+            self.stop_node(node_id, hard=True)
         shutil.rmtree(self._root, ignore_errors=True)
 
     # -- facts -------------------------------------------------------------------------------
