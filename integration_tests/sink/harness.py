@@ -71,6 +71,7 @@ class Pipeline:
     hits_dir: Path | None = None  # the crash points' record of the last run with a fault
     avro: bool = False  # values are Avro records {"n": long} (NUMBER), in and out
     batch: bool = False  # one batch write of the numbers (df.write), not a stream
+    sink_tasks: int | None = None  # the stream coalesced into this many tasks, if set
     # Spark settings of the job; with any spark.hadoop.fs.s3a.*, the job gets the S3A jars.
     spark_conf: dict[str, str] = field(default_factory=dict)
 
@@ -188,6 +189,8 @@ class Pipeline:
             command += ["--avro"]
         if self.batch:
             command += ["--batch"]
+        if self.sink_tasks is not None:
+            command += ["--sink-tasks", str(self.sink_tasks)]
         for key, value in self.spark_conf.items():
             command += ["--conf", f"{key}={value}"]
         if any(key.startswith("spark.hadoop.fs.s3a.") for key in self.spark_conf):

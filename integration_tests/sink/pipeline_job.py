@@ -44,6 +44,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--batch", action="store_true", help="one batch write (df.write) of the numbers"
     )
+    parser.add_argument("--sink-tasks", type=int, help="coalesce the stream into this many tasks")
     parser.add_argument("--conf", action="append", default=[], help="Spark setting key=value")
     parser.add_argument("--s3a", action="store_true", help="the S3A jars, for s3a:// checkpoints")
     args = parser.parse_args(argv)
@@ -78,6 +79,8 @@ def main(argv: list[str]) -> int:
             .option("partitions", str(args.partitions))
             .load()
         )
+    if args.sink_tasks:
+        numbers = numbers.coalesce(args.sink_tasks)
     value = "named_struct('n', n) AS value" if args.avro else "CAST(n AS STRING) AS value"
     writer = (
         numbers.selectExpr("CAST(n AS STRING) AS key", value)
