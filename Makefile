@@ -132,7 +132,8 @@ integration: venv kafka-jars spark-kafka-jars s3a-jars registry-jars images whee
 		-n $(PYTEST_WORKERS) --dist loadfile \
 		--kafka-versions-must-run=$(subst $(empty) $(empty),$(comma),$(KAFKA_LABELS))
 
-# On the oldest supported PySpark: the unit tests (20 s; with the dev profile's random schedules:
+# On the oldest supported PySpark: the unit tests (75 s in two workers, 90 s in one; with the
+# dev profile's random schedules:
 # the checkpoint and sink properties are engine-neutral, and `unit` searches them with the CI
 # profile's), the conformance suite and the fault
 # matrix's smoke case on the default Kafka version (about 3 min; the newest PySpark runs
