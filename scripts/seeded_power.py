@@ -80,8 +80,8 @@ def main() -> None:
             found = [r for r in mine if r[3] == expected]
             other = [f"{r[2]}: {_name(r[3])}" for r in mine if r[3] not in (None, expected)]
             median = f"{statistics.median(r[4] for r in found):g}" if found else "-"
-            seeds = ", ".join(str(r[2]) for r in found)
-            print(f"| {MODULES[module]} | {bug} | `{expected}` | {len(found)} ({seeds}) | "
+            seeds = f" ({', '.join(str(r[2]) for r in found)})" if found else ""
+            print(f"| {MODULES[module]} | {bug} | `{expected}` | {len(found)}{seeds} | "
                   f"{median} | {'; '.join(other) or '-'} |")  # fmt: skip
     print(f"\n{len(work)} searches in {time.monotonic() - started:.0f} s, {args.jobs} processes")
 
