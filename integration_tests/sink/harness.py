@@ -282,15 +282,18 @@ class Pipeline:
             return admin.describe(transactional_ids)
 
     def transaction_states(self, transactional_ids: list[str]) -> dict[str, TxnState | None]:
-        """Each id's state, None for an id its coordinator does not know: compared whole, so
-        that an id the broker forgot fails the comparison instead of dropping out of it."""
-        return {
-            tid: d.state if d else None for tid, d in self.transactions(transactional_ids).items()
-        }
+        """The ids' states, from one describe (:func:`states_of`)."""
+        return states_of(self.transactions(transactional_ids))
 
     def open_transactions(self) -> list[str]:
         with TransactionAdmin({"bootstrap.servers": self.bootstrap}) as admin:
             return admin.list_transactional_ids(self.transactional_id_prefix)
+
+
+def states_of(described: dict[str, TxnDescription | None]) -> dict[str, TxnState | None]:
+    """Each id's state, None for an id its coordinator does not know: compared whole, so that
+    an id the broker forgot fails the comparison instead of dropping out of it."""
+    return {tid: d.state if d else None for tid, d in described.items()}
 
 
 # The batches of the default pipeline (300 numbers, 100 a batch).

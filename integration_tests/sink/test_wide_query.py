@@ -24,6 +24,7 @@ from integration_tests.sink.harness import (
     assert_exactly_once,
     assert_ran,
     fill_numbers,
+    states_of,
 )
 from kafka_eos.cluster import KafkaCluster
 
@@ -68,9 +69,7 @@ def test_a_query_of_128_partitions_in_16_tasks_recovers_its_decided_batch(
     decided = pipeline.decided_transactional_ids(1)
     assert len(set(decided)) == TASKS, decided  # one transaction a task
     described = pipeline.transactions(decided)
-    assert {tid: d and d.state for tid, d in described.items()} == dict.fromkeys(
-        decided, TxnState.ONGOING
-    )
+    assert states_of(described) == dict.fromkeys(decided, TxnState.ONGOING)
     # Each transaction spans dozens of output partitions, and together they span all 128.
     spans = [set(d.partitions) for d in described.values() if d]
     assert min(len(span) for span in spans) >= 30, [len(span) for span in spans]
