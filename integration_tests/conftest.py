@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -59,7 +60,12 @@ def create_topic(
     name: str | None = None,
     config: dict[str, str] | None = None,
 ) -> str:
-    """Create a topic (uniquely named unless ``name`` is given) and wait until it exists."""
+    """Create a topic (uniquely named unless ``name`` is given) and wait until it exists.
+
+    The controller answers CreateTopics before every broker's metadata has the topic: a reader
+    that asks at once (a drain of a topic nothing was written to) can be told
+    UNKNOWN_TOPIC_OR_PART. So the topic exists when the metadata shows each partition's leader.
+    """
     name = name or f"t-{uuid.uuid4().hex[:12]}"
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     new_topic = NewTopic(
@@ -70,7 +76,22 @@ def create_topic(
         operation_timeout=30,
     ).values():
         future.result(timeout=60)
+    deadline = time.monotonic() + 60
+    while not _has_leaders(admin, name, partitions):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {name} was created but has no leaders after 60 s")
+        time.sleep(0.1)
     return name
+
+
+def _has_leaders(admin: AdminClient, topic: str, partitions: int) -> bool:
+    metadata = admin.list_topics(topic, timeout=10).topics.get(topic)
+    return (
+        metadata is not None
+        and metadata.error is None
+        and len(metadata.partitions) == partitions
+        and all(p.leader >= 0 for p in metadata.partitions.values())
+    )
 
 
 def write_transaction(

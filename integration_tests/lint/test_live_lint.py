@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from confluent_kafka.admin import AdminClient, NewTopic
 
+from integration_tests.conftest import create_topic
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.commands.lint import command
 
@@ -45,16 +45,6 @@ GOOD_CONSUMER = (
 @pytest.fixture
 def bootstrap_servers(kafka_factory: Callable[..., KafkaCluster]) -> str:
     return kafka_factory(broker_properties=BROKER_PROPERTIES).bootstrap_servers
-
-
-def create_topic(bootstrap_servers: str) -> str:
-    """A fresh single-partition topic with replication factor 1."""
-    name = f"lint-{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    futures = admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=30, request_timeout=30)
-    for future in futures.values():
-        future.result(timeout=60)
-    return name
 
 
 def properties(tmp_path: Path, name: str, text: str) -> str:

@@ -8,9 +8,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import SparkSession
 
+from integration_tests.conftest import create_topic
 from integration_tests.source.conftest import (
     Batches,
     add_partitions,
@@ -34,18 +34,12 @@ def _wait_for(sink: Batches, expected: set[int]) -> None:
     )
 
 
-def _create(admin: AdminClient, name: str) -> None:
-    for future in admin.create_topics([NewTopic(name, 1, 1)]).values():
-        future.result(timeout=30)
-
-
 def test_added_partitions_and_new_matching_topics_start_at_earliest(
     source_spark: SparkSession, kafka: KafkaCluster, checkpoint: Path
 ) -> None:
     bootstrap = kafka.bootstrap_servers
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     prefix = f"pattern-{uuid.uuid4().hex[:8]}"
-    _create(admin, f"{prefix}-a")
+    create_topic(bootstrap, name=f"{prefix}-a")
     options = {
         "kafka.bootstrap.servers": bootstrap,
         "subscribePattern": f"{prefix}-.*",
@@ -62,7 +56,7 @@ def test_added_partitions_and_new_matching_topics_start_at_earliest(
         produce(bootstrap, f"{prefix}-a", range(100, 150), partition=2)
         _wait_for(sink, set(range(150)))
 
-        _create(admin, f"{prefix}-b")
+        create_topic(bootstrap, name=f"{prefix}-b")
         produce(bootstrap, f"{prefix}-b", range(150, 200))
         _wait_for(sink, set(range(200)))
     finally:
