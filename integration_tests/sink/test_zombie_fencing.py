@@ -231,3 +231,6 @@ def test_an_attempt_fenced_after_its_flush_never_names_the_rivals_transaction(
     assert values(bootstrap, topic, "read_uncommitted") == b_values + Counter(
         task_input("a", 6)["value"].to_pylist()
     )
+    # Let the rival's threads end with the test: close() would abort a transaction that its
+    # commit fenced, and the caught error's traceback keeps this frame, and so the writer, alive.
+    attempt_a.rival_producer = None
