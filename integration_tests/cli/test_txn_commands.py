@@ -33,7 +33,12 @@ from connectors.kafka.sink.owners import OwnerRegistry
 from connectors.kafka.sink.writer import ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
-from integration_tests.sink.transactions import describe, values, wait_until_committed
+from integration_tests.sink.transactions import (
+    commit_visibly,
+    describe,
+    values,
+    wait_until_committed,
+)
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.commands.txn import command
 from kafka_eos.operations.drain import drain
@@ -157,7 +162,7 @@ def test_abort_refuses_a_transaction_of_an_unconfirmed_decision(
     # What the refusal preserved: the restarted query's recovery commits the decided records.
     committer = KafkaCommitter(config)
     try:
-        committer.commit(committable)
+        commit_visibly(committer, committable)
     finally:
         committer.close()
     store.confirm(0)

@@ -29,6 +29,7 @@ from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnDescription, TxnState
 from integration_tests.conftest import create_topic
 from integration_tests.sink.pipeline_job import NUMBER_SCHEMA
+from integration_tests.sink.transactions import commit_visibly
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.operations.drain import drain
 
@@ -248,7 +249,7 @@ class Pipeline:
         assert decision is not None, f"batch {batch_id} has no decision"
         committer = KafkaCommitter({"bootstrap.servers": self.bootstrap}, timeout_s=60)
         try:
-            committer.commit(decision.committables[0])
+            commit_visibly(committer, decision.committables[0])
         finally:
             committer.close()
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -40,14 +39,19 @@ from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic
 from integration_tests.sink.conftest import on_kafka
-from integration_tests.sink.transactions import describe, stable_and_end, values
+from integration_tests.sink.transactions import (
+    commit_visibly,
+    describe,
+    stable_and_end,
+    values,
+    wait_until_ended,
+)
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.commands.txn import command as txn_command
 
 pytestmark = pytest.mark.kafka
 
 OWNER = "fe7ce000"
-ENDING = (TxnState.ONGOING, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
 # Brokers on which an abort at the producer's epoch leaves it free to write (no partition
 # verification, transactions V1), and 4.4.0 (V2) as the control.
 WITHOUT_VERIFICATION = on_kafka("3.5.2", "3.9.2-nv", "4.4.0")
@@ -134,22 +138,13 @@ def test_the_driver_fences_an_aborted_attempt_that_writes_on_and_the_replay_comm
         replay = setting.writer().write_and_pre_commit(1, [replay_rows])
         assert replay.transactional_id == tid, "the replay took slot 0: its transaction ended"
         committer.verify(1, [replay])
-        committer.commit(replay)
+        commit_visibly(committer, replay)
     finally:
         committer.close()
     assert values(setting.bootstrap, setting.topic, "read_committed") == written(replay_rows)
     seen = values(setting.bootstrap, setting.topic, "read_uncommitted")
     assert not [v for v in seen if v.startswith("stray-")], "the fenced producer wrote on"
     setting.assert_no_hanging_transaction()
-
-
-def wait_until_ended(admin: TransactionAdmin, tid: str) -> None:
-    """Until the abort's markers are written: a record sent before then joins the aborted
-    transaction, one sent after follows its marker."""
-    deadline = Deadline(30)
-    while describe(admin, tid).state in ENDING:
-        assert not deadline.expired(), f"{tid} still ending after 30 s"
-        time.sleep(0.1)
 
 
 def _abort_between(
@@ -312,7 +307,7 @@ def test_a_zombie_of_a_resubmitted_stage_starts_apart_and_never_fences_the_new_a
         assert late.transactional_id != verified[0].transactional_id
         committer.verify(1, verified)  # still the open transaction the new attempt left
         committer.abort_lingering(verified)  # the driver's sweep fences the zombie's
-        committer.commit(verified[0])
+        commit_visibly(committer, verified[0])
     finally:
         committer.close()
     assert values(setting.bootstrap, setting.topic, "read_committed") == written(rows("new", 4, 0))

@@ -20,6 +20,7 @@ from connectors.kafka.sink.options import SinkOptions
 from connectors.kafka.sink.writer import ExactlyOnceWriter
 from integration_tests.conftest import create_topic
 from integration_tests.sink.conftest import default_version_only
+from integration_tests.sink.transactions import commit_visibly
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.operations.drain import drain
 
@@ -46,7 +47,11 @@ def test_large_records_are_written_in_one_transaction_and_committed(
     batch = pa.RecordBatch.from_pydict({"value": values})
 
     committable = writer.write_and_pre_commit(0, [batch])
-    KafkaCommitter(config, timeout_s=60).commit(committable)
+    committer = KafkaCommitter(config, timeout_s=60)
+    try:
+        commit_visibly(committer, committable)
+    finally:
+        committer.close()
 
     written = drain(bootstrap, topic, "read_committed", timeout_s=60)
     assert [r.value for r in written] == values

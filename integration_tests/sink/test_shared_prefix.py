@@ -26,7 +26,7 @@ from connectors.kafka.sink.writer import ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic
-from integration_tests.sink.transactions import describe, values
+from integration_tests.sink.transactions import commit_visibly, describe, values, wait_until_ended
 from kafka_eos.cluster import KafkaCluster
 
 pytestmark = pytest.mark.kafka
@@ -119,8 +119,9 @@ def test_a_second_query_on_the_prefix_stops_before_deciding_and_aborts_only_its_
     # The old query still commits its batch: nothing of it was lost.
     old_committer = KafkaCommitter(config, old, timeout_s=30, location=old_location)
     try:
-        old_committer.commit(old_txn)
+        commit_visibly(old_committer, old_txn)
         old_committer.abort(silent_txn)  # the third query is gone: its batch was never decided
+        wait_until_ended(admin, silent_txn.transactional_id)
     finally:
         old_committer.close()
     expected = Counter(rows("old", 5)["value"].to_pylist())

@@ -7,10 +7,15 @@ from collections import Counter
 
 from confluent_kafka import Consumer, TopicPartition
 
+from checkpoint.deadline import Deadline
 from checkpoint.model import Committable
+from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnDescription, TxnState
 from kafka_eos.operations.drain import drain
+
+# An aborted transaction is ended once its markers are written: (Complete)Abort, or fenced.
+ENDING = (TxnState.ONGOING, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
 
 
 def values(bootstrap: str, topic: str, isolation: str) -> Counter[str]:
@@ -36,6 +41,24 @@ def wait_until_committed(admin: TransactionAdmin, committable: Committable) -> N
             return
         assert time.monotonic() < deadline, f"commit did not complete: {now}"
         time.sleep(0.2)
+
+
+def commit_visibly(committer: KafkaCommitter, committable: Committable) -> None:
+    """The driver's commit, then its markers: EndTxn is answered before they are written, and
+    a read_committed drain that starts in between stops at the last stable offset below them
+    (seen in CI: a drain right after the commit returned nothing)."""
+    committer.commit(committable)
+    wait_until_committed(committer.admin, committable)
+
+
+def wait_until_ended(admin: TransactionAdmin, tid: str) -> None:
+    """Until an abort's markers are written: a record sent before then joins the aborted
+    transaction, one sent after follows its marker, and a read_committed drain is not held
+    back at the transaction's start."""
+    deadline = Deadline(30)
+    while describe(admin, tid).state in ENDING:
+        assert not deadline.expired(), f"{tid} still ending after 30 s"
+        time.sleep(0.1)
 
 
 def stable_and_end(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
