@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -86,8 +87,8 @@ def _bump_to(bootstrap: str, tid: str, epoch: int) -> int:
 class _DriverDiesAfterEndTxn(KafkaCommitter):
     """The driver's EndTxns reach the coordinator, then it dies before it confirms."""
 
-    def commit_all(self, committables: list[Committable]) -> list[tuple[str, Exception]]:
-        super().commit_all(committables)
+    def commit_all(self, committables: Sequence[Committable]) -> list[tuple[str, Exception]]:
+        assert super().commit_all(committables) == []
         raise _Died
 
 
