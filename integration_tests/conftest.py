@@ -12,6 +12,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_state import TxnState
 from integration_tests.kafka_fixtures import running_cluster, selected_mode, selected_version
 from integration_tests.registry_fixtures import schema_registry  # noqa: F401
 from kafka_eos.cluster import KafkaCluster
@@ -94,6 +96,33 @@ def _has_leaders(admin: AdminClient, topic: str, partitions: int) -> bool:
     )
 
 
+class TransactionalProducer(Producer):
+    """A test's transactional producer whose commit and abort return once the coordinator has
+    written the markers. librdkafka returns on EndTxn's answer, which comes first: until the
+    markers are in, a read_committed reader stops at the transaction's first offset."""
+
+    def __init__(self, bootstrap_servers: str, transactional_id: str, **config: str) -> None:
+        super().__init__(
+            {"bootstrap.servers": bootstrap_servers, "transactional.id": transactional_id, **config}
+        )
+        self.bootstrap_servers, self.transactional_id = bootstrap_servers, transactional_id
+
+    def commit_transaction(self, *timeout: float) -> None:
+        super().commit_transaction(*timeout)
+        self._wait_until_complete(TxnState.COMPLETE_COMMIT)
+
+    def abort_transaction(self, *timeout: float) -> None:
+        super().abort_transaction(*timeout)
+        self._wait_until_complete(TxnState.COMPLETE_ABORT)
+
+    def _wait_until_complete(self, state: TxnState) -> None:
+        tid, deadline = self.transactional_id, time.monotonic() + 30
+        with TransactionAdmin({"bootstrap.servers": self.bootstrap_servers}) as admin:
+            while (now := admin.describe([tid])[tid]) is None or now.state != state:
+                assert time.monotonic() < deadline, f"{tid} not {state.value} after 30 s: {now}"
+                time.sleep(0.05)
+
+
 def write_transaction(
     bootstrap_servers: str,
     topic: str,
@@ -101,12 +130,10 @@ def write_transaction(
     *,
     commit: bool | None,
     timeout_s: float = 30,
-) -> Producer:
+) -> TransactionalProducer:
     """One transaction of ``values`` on its own transactional id, flushed into the log, then
     committed (True), aborted (False) or left open (None); returns its producer."""
-    producer = Producer(
-        {"bootstrap.servers": bootstrap_servers, "transactional.id": f"tx-{uuid.uuid4().hex}"}
-    )
+    producer = TransactionalProducer(bootstrap_servers, f"tx-{uuid.uuid4().hex}")
     producer.init_transactions(timeout_s)
     producer.begin_transaction()
     for value in values:

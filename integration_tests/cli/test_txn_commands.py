@@ -38,6 +38,7 @@ from integration_tests.sink.transactions import (
     describe,
     values,
     wait_until_committed,
+    wait_until_ended,
 )
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.commands.txn import command
@@ -116,9 +117,10 @@ def test_list_shows_the_lingering_transaction_and_abort_releases_readers(
     assert f"aborted {tid}" in aborted.stdout
     assert "without --checkpoint-location" in aborted.stderr
 
-    assert committed_values(bootstrap, topic) == [b"late"]
     with TransactionAdmin({"bootstrap.servers": bootstrap}) as admin:
         assert admin.describe([tid])[tid].state != TxnState.ONGOING
+        wait_until_ended(admin, tid)  # the fence is answered before the markers are written
+    assert committed_values(bootstrap, topic) == [b"late"]
     after = txn("list", "--bootstrap-servers", bootstrap, "--prefix", prefix)
     assert after.stdout == f"no Ongoing transactions of prefix {prefix!r}\n"
 

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 from confluent_kafka import KafkaException, Producer
 
+from integration_tests.conftest import TransactionalProducer
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.commands.verify import command
 
@@ -115,7 +116,7 @@ def test_an_open_transaction_of_the_prefix_means_not_final(
     output = topic_factory()
     produce(bootstrap, output, KEYS[:-1])
     prefix = f"verify-{uuid.uuid4().hex[:10]}"
-    pending = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{prefix}-0"})
+    pending = TransactionalProducer(bootstrap, f"{prefix}-0")
     pending.init_transactions(30)
     pending.begin_transaction()
     pending.produce(output, key=b"order-4", value=b"result")

@@ -28,6 +28,7 @@ from connectors.kafka.source.range_reader import read_range
 from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark import register
 from connectors.spark.source import source_schema
+from integration_tests.conftest import TransactionalProducer
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -64,15 +65,13 @@ def produce(
 
 def transaction(
     bootstrap: str, topic: str, keys: Iterable[int], *, commit: bool | None, partition: int = -1
-) -> Producer:
+) -> TransactionalProducer:
     """One transaction of ``keys``: committed, aborted, or (``commit=None``) left open.
 
     An open transaction's producer is returned so that the test can end it; close it with
     ``commit_transaction``/``abort_transaction`` before the test ends.
     """
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": f"src-{uuid.uuid4().hex}"}
-    )
+    producer = TransactionalProducer(bootstrap, f"src-{uuid.uuid4().hex}")
     producer.init_transactions(30)
     producer.begin_transaction()
     for key in keys:
