@@ -51,3 +51,4 @@ def test_read_committed_sees_only_committed_and_stops_at_open_transaction(
 
         still_open.commit_transaction(30)
         assert _values(bootstrap, topic, "read_committed") == ["c1", "c2", "c3", "o1", "o2", "late"]
+        still_open.close()  # before the cluster stops: its threads would go on connecting

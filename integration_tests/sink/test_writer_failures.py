@@ -178,6 +178,7 @@ def test_a_fenced_producer_fails_the_task_and_none_of_its_records_is_visible(
     assert values(bootstrap, topic, "read_committed") == {}
     # The successor's init aborted the task's transaction and holds the id, with none open.
     assert describe(admin, tid).state in (TxnState.EMPTY, TxnState.COMPLETE_ABORT)
+    successor.close()  # none open: its threads end with the test, not after the cluster stops
 
 
 @default_version_only
