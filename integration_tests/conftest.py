@@ -16,6 +16,7 @@ from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
 from integration_tests.kafka_fixtures import running_cluster, selected_mode, selected_version
 from integration_tests.registry_fixtures import schema_registry  # noqa: F401
+from integration_tests.sink.transactions import wait_until_state
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.spark_session import new_spark_session
 
@@ -109,18 +110,15 @@ class TransactionalProducer(Producer):
 
     def commit_transaction(self, *timeout: float) -> None:
         super().commit_transaction(*timeout)
-        self._wait_until_complete(TxnState.COMPLETE_COMMIT)
+        self._wait_until(TxnState.COMPLETE_COMMIT)
 
     def abort_transaction(self, *timeout: float) -> None:
         super().abort_transaction(*timeout)
-        self._wait_until_complete(TxnState.COMPLETE_ABORT)
+        self._wait_until(TxnState.COMPLETE_ABORT)
 
-    def _wait_until_complete(self, state: TxnState) -> None:
-        tid, deadline = self.transactional_id, time.monotonic() + 30
+    def _wait_until(self, state: TxnState) -> None:
         with TransactionAdmin({"bootstrap.servers": self.bootstrap_servers}) as admin:
-            while (now := admin.describe([tid])[tid]) is None or now.state != state:
-                assert time.monotonic() < deadline, f"{tid} not {state.value} after 30 s: {now}"
-                time.sleep(0.05)
+            wait_until_state(admin, self.transactional_id, state)
 
 
 def write_transaction(

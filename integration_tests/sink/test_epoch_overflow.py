@@ -37,7 +37,7 @@ from connectors.kafka.sink.writer import ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic
-from integration_tests.sink.transactions import describe, values
+from integration_tests.sink.transactions import describe, values, wait_until_state
 from kafka_eos.cluster import KafkaCluster
 
 pytestmark = pytest.mark.kafka
@@ -96,15 +96,6 @@ class _Died(Exception):
     pass
 
 
-def _wait_until_complete(admin: TransactionAdmin, tid: str) -> None:
-    """Until the markers are written. Not ``wait_until_committed``: after the overflow the
-    describe shows the new producer id, which the commit oracle cannot take for this commit."""
-    deadline = time.monotonic() + 30
-    while describe(admin, tid).state != TxnState.COMPLETE_COMMIT:
-        assert time.monotonic() < deadline, f"{tid} not CompleteCommit after 30 s"
-        time.sleep(0.1)
-
-
 def _batch(tag: str) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict({"value": [f"{tag}-{i}" for i in range(5)]})
 
@@ -128,8 +119,9 @@ def test_a_decided_batch_whose_commit_exhausts_the_epoch_is_recovered_exactly_on
     finally:
         dying.close()
     assert store.checkpoint_ids() == [0] and not store.is_confirmed(0)
-    _wait_until_complete(admin, tid)
-    now = describe(admin, tid)
+    # By state, not wait_until_committed: after the overflow the describe shows the new
+    # producer id, which the commit oracle cannot take for this commit.
+    now = wait_until_state(admin, tid, TxnState.COMPLETE_COMMIT)
     if admin.epoch_bumps_on_end_at(now.coordinator_id):
         # V2: the EndTxn moved the id on; the recovery names what the describe no longer shows.
         assert now.producer_id != first_producer_id and now.epoch == 0, now
@@ -139,7 +131,7 @@ def test_a_decided_batch_whose_commit_exhausts_the_epoch_is_recovered_exactly_on
     try:
         assert TwoPhaseCommit(store, committer).recover_decided() == (0,)
         assert store.is_confirmed(0)
-        _wait_until_complete(admin, tid)
+        wait_until_state(admin, tid, TxnState.COMPLETE_COMMIT)
         batch_1 = ExactlyOnceWriter(config, topic, [tid], 30.0).write_and_pre_commit(
             1, [_batch("b")]
         )
@@ -148,7 +140,7 @@ def test_a_decided_batch_whose_commit_exhausts_the_epoch_is_recovered_exactly_on
         assert batch_1.producer_id != first_producer_id
         assert batch_1.epoch in (0, 1), batch_1
         TwoPhaseCommit(store, committer).complete(1, [batch_1])
-        _wait_until_complete(admin, tid)
+        wait_until_state(admin, tid, TxnState.COMPLETE_COMMIT)
     finally:
         committer.close()
 

@@ -28,19 +28,24 @@ def describe(admin: TransactionAdmin, tid: str) -> TxnDescription:
     return now
 
 
+def wait_until_state(admin: TransactionAdmin, tid: str, state: TxnState) -> TxnDescription:
+    """Until the id's transaction is in ``state``, whatever its producer id and epoch (a
+    CompleteCommit or CompleteAbort means its markers are written); its description then."""
+    deadline = Deadline(30)
+    while (now := describe(admin, tid)).state != state:
+        assert not deadline.expired(), f"{tid} not {state.value} after 30 s: {now}"
+        time.sleep(0.1)
+    return now
+
+
 def wait_until_committed(admin: TransactionAdmin, committable: Committable) -> None:
-    """EndTxn returns before the markers are written; read_committed needs the markers."""
-    deadline = time.monotonic() + 30
-    while True:
-        now = describe(admin, committable.transactional_id)
-        if now.state == TxnState.COMPLETE_COMMIT:
-            bump_possible = admin.epoch_bumps_on_end_at(now.coordinator_id)
-            assert now.is_commit_of(
-                committable.producer_id, committable.epoch, bump_possible=bump_possible
-            ), now
-            return
-        assert time.monotonic() < deadline, f"commit did not complete: {now}"
-        time.sleep(0.2)
+    """EndTxn returns before the markers are written; read_committed needs the markers. The
+    commit then found must be this one's, as the commit oracle takes it."""
+    now = wait_until_state(admin, committable.transactional_id, TxnState.COMPLETE_COMMIT)
+    bump_possible = admin.epoch_bumps_on_end_at(now.coordinator_id)
+    assert now.is_commit_of(
+        committable.producer_id, committable.epoch, bump_possible=bump_possible
+    ), now
 
 
 def commit_visibly(committer: KafkaCommitter, committable: Committable) -> None:
