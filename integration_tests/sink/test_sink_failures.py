@@ -1,6 +1,6 @@
 """Failures beyond the kill -9 matrix: task retries with a zombie attempt, transactions the
-broker times out, a parallelism change, a broker crash, an executor crash, and a multi-process
-Spark cluster.
+broker times out, a parallelism change, an executor crash, and a multi-process Spark cluster
+(brokers killed: test_broker_kills.py).
 
 Each case ends with a read_committed drain holding every number exactly once (or with a loud
 error when the guarantee cannot hold), and read_uncommitted evidence that the failure struck
@@ -18,7 +18,6 @@ import pytest
 
 from connectors.kafka.sink.lifetime import commit_margin_ms, remaining_ms
 from connectors.kafka.txn_state import TxnState
-from integration_tests.conftest import KafkaFactory, create_topic
 from integration_tests.sink.conftest import default_version_only
 from integration_tests.sink.harness import (
     ALL,
@@ -28,9 +27,7 @@ from integration_tests.sink.harness import (
     Pipeline,
     assert_exactly_once,
     assert_ran,
-    kill_broker,
 )
-from kafka_eos.cluster import ProcessCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -231,76 +228,6 @@ def test_parallelism_change_after_a_crash_aborts_ids_beyond_the_new_task_count(
     assert_ran(pipeline.run(partitions=1))
     assert_exactly_once(pipeline)
     assert pipeline.uncommitted() == ALL + BATCH_1
-
-
-def test_broker_crash_between_pre_commit_and_commit(
-    kafka_factory: KafkaFactory, tmp_path: Path
-) -> None:
-    """The only broker is killed -9 while the driver holds batch 1's pre-committed
-    transactions, and comes back: the transactions survive in its transaction log and the
-    batch commits once."""
-    cluster = kafka_factory(mode="process")
-    assert isinstance(cluster, ProcessCluster)
-    bootstrap = cluster.bootstrap_servers
-    pipeline = Pipeline(bootstrap, create_topic(bootstrap, partitions=2), tmp_path / "cp")
-    go = tmp_path / "go"
-    crash_at = f"driver.before_decision@1:stall-until={go}"
-    with pipeline.started(crash_at) as job:
-        pipeline.wait_until_struck(job, crash_at)
-        # The window: every task of batch 1 pre-committed, nothing decided yet.
-        assert pipeline.store().checkpoint_ids() == [0]
-        tids = pipeline.open_transactions()
-        assert len(tids) == 2, tids
-        assert pipeline.transaction_states(tids) == dict.fromkeys(tids, TxnState.ONGOING)
-        [node] = cluster.node_ids
-        [broker_pid] = cluster.pids()
-        kill_broker(cluster, node, restart=True)
-        assert cluster.pids() != [broker_pid], "the broker was not killed and restarted"
-        go.touch()
-        _, stderr = job.communicate(timeout=300)
-    assert job.returncode == 0, stderr[-4000:]
-    assert_exactly_once(pipeline)
-    assert pipeline.uncommitted() == ALL
-
-
-def test_transaction_coordinator_killed_after_the_decision(
-    kafka_factory: KafkaFactory, tmp_path: Path
-) -> None:
-    """Three brokers; batch 1 is decided and the driver is about to send its EndTxns when the
-    broker coordinating the batch's first transaction is killed -9, for good. The coordinator
-    role moves to a surviving replica of the transaction log, and the driver must find it
-    there and commit: a decided batch is never lost to a broker crash."""
-    cluster = kafka_factory(mode="process", nodes=3)
-    assert isinstance(cluster, ProcessCluster)
-    bootstrap = cluster.bootstrap_servers
-    topic = create_topic(bootstrap, partitions=2, replication=3)
-    pipeline = Pipeline(bootstrap, topic, tmp_path / "cp")
-    go = tmp_path / "go"
-    crash_at = f"driver.before_end_txn@1#1:stall-until={go}"
-    with pipeline.started(crash_at) as job:
-        pipeline.wait_until_struck(job, crash_at)
-        # The window: batch 1 decided, its transactions still open.
-        assert pipeline.store().checkpoint_ids() == [0, 1]
-        tids = pipeline.decided_transactional_ids(1)
-        assert pipeline.transaction_states(tids) == dict.fromkeys(tids, TxnState.ONGOING)
-        first = tids[0]
-        described = pipeline.transactions([first])[first]
-        assert described is not None
-        kill_broker(cluster, described.coordinator_id, restart=False)
-        assert described.coordinator_id not in cluster.running_node_ids, "it was not killed"
-        go.touch()
-        _, stderr = job.communicate(timeout=300)
-    assert job.returncode == 0, stderr[-4000:]
-    survivors = ",".join(
-        address
-        for node_id, address in zip(cluster.node_ids, bootstrap.split(","), strict=True)
-        if node_id != described.coordinator_id
-    )
-    pipeline.bootstrap = survivors
-    now = pipeline.transactions([first])[first]
-    assert now is not None and now.coordinator_id != described.coordinator_id  # it moved
-    assert_exactly_once(pipeline)
-    assert pipeline.uncommitted() == ALL
 
 
 def test_executor_killed_after_its_tasks_pre_commit(pipeline: Pipeline) -> None:
