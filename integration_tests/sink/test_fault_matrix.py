@@ -8,7 +8,8 @@ number exactly once, compared key by key. The state left by the crash proves it 
 mid-protocol: read_uncommitted records of the failed attempt, compared key by key too, or
 decisions and transactions caught half-way, each decided or open transaction compared id by id
 with the state it must be in. (f) crashes the two points that other tests only stall at, one
-restart after the other; (g) crashes again in the restart's recovery of a decided batch.
+restart after the other; (g) crashes again in the restart's recovery of a decided batch, and
+is (d) on the default version, whose (c) has its checkpoint on S3.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 # committed EndTxn ((c) is (d)'s second transaction).
 TRANSACTIONS_V1_ON_4X = f"{DEFAULT_KAFKA_VERSION}-tv1"
 on_each_protocol = on_kafka(*PROTOCOL_KAFKA_VERSIONS)
-on_each_protocol_and_v1_on_4x = on_kafka(*PROTOCOL_KAFKA_VERSIONS, TRANSACTIONS_V1_ON_4X)
+# On the default version, (c) runs with its checkpoint on S3, and (d) inside (g), which crashes
+# once more between (d)'s crash and its restart: the same runs, less a Spark job or two each.
+OTHER_PROTOCOLS = [v for v in PROTOCOL_KAFKA_VERSIONS if v != DEFAULT_KAFKA_VERSION]
 
 
 @pytest.fixture
@@ -116,7 +119,7 @@ def test_b_crash_after_pre_commit_before_decision(pipeline: Pipeline) -> None:
     assert pipeline.uncommitted() == ALL + BATCH_1
 
 
-@on_each_protocol
+@on_kafka(*OTHER_PROTOCOLS)
 def test_c_crash_after_decision_before_any_end_txn(pipeline: Pipeline) -> None:
     _decided_batch_recovered_at_restart(pipeline)
 
@@ -149,7 +152,8 @@ def s3_pipeline(
         )
 
 
-# Where the checkpoint lives does not depend on the transactions protocol.
+# Where the checkpoint lives does not depend on the transactions protocol: (c) on the default
+# version.
 @default_version_only
 def test_c_with_the_checkpoint_on_s3(s3_pipeline: Pipeline) -> None:
     assert s3_pipeline.checkpoint_location.startswith("s3a://")
@@ -212,7 +216,7 @@ def _first_end_txn_arrived_then_restart(pipeline: Pipeline, first: str, second: 
     assert_exactly_once(pipeline)
 
 
-@on_each_protocol_and_v1_on_4x
+@on_kafka(*OTHER_PROTOCOLS, TRANSACTIONS_V1_ON_4X)
 def test_d_crash_after_some_end_txns(pipeline: Pipeline) -> None:
     _crash_then_recover(pipeline, "driver.before_end_txn@1#1")
     first, second = _assert_decided_batch_1_uncommitted(pipeline)
@@ -221,7 +225,7 @@ def test_d_crash_after_some_end_txns(pipeline: Pipeline) -> None:
     assert pipeline.uncommitted() == ALL
 
 
-@on_each_protocol_and_v1_on_4x
+@on_kafka(*PROTOCOL_KAFKA_VERSIONS, TRANSACTIONS_V1_ON_4X)
 def test_e_crash_after_commit_before_spark_commit_log(pipeline: Pipeline) -> None:
     _crash_then_recover(pipeline, "driver.after_commit@1")
     store = pipeline.store()
@@ -239,7 +243,8 @@ def test_e_crash_after_commit_before_spark_commit_log(pipeline: Pipeline) -> Non
 
 
 # The two points that the other tests only stall at, and a crash during recovery: the protocol
-# does not differ between transactions V1 and V2 there ((b) and (d) run on both).
+# does not differ between transactions V1 and V2 there ((b) and (d) run on both; (g) is (d) on
+# the default version).
 @default_version_only
 def test_f_crash_as_tasks_begin_then_after_the_sweep(pipeline: Pipeline) -> None:
     """Every task of batch 1 dies as it starts, before any transaction: nothing of batch 1 is
