@@ -80,11 +80,12 @@ class TransactionAdmin:
     def __init__(self, client_config: Mapping[str, Any], request_timeout_ms: int = 30_000) -> None:
         config = {
             "request_timeout_ms": request_timeout_ms,
-            # An unreachable cluster fails within the caller's timeout, not kafka-python's 30 s.
-            "bootstrap_timeout_ms": request_timeout_ms,
             "max_in_flight_requests_per_connection": IN_FLIGHT_PER_BROKER,
             **kafka_python_config(client_config),
         }
+        # An unreachable cluster fails within the caller's timeout, not kafka-python's 30 s:
+        # the client config's request.timeout.ms when it has one (`txn --timeout` sets it).
+        config["bootstrap_timeout_ms"] = config["request_timeout_ms"]
         self._request_timeout_s = int(config["request_timeout_ms"]) / 1000
         self._admin = KafkaAdminClient(**config)
         self._net = KafkaNetClient(**config)
