@@ -114,8 +114,15 @@ def test_a_partition_leader_killed_while_a_tasks_transaction_is_open(
         # The window: batch 0 committed, batch 1's transaction open with its records written.
         assert pipeline.store().checkpoint_ids() == [0]
         [tid] = pipeline.open_transactions()
-        described = pipeline.transactions([tid])[tid]
-        assert described is not None and described.state is TxnState.ONGOING, described
+        # Every partition in the transaction: under V2 a partition joins once its leader has
+        # verified the first records, which may trail the producer's return.
+        deadline = Deadline(30)
+        while (described := pipeline.transactions([tid])[tid]) is None or len(
+            described.partitions
+        ) < 3:
+            assert not deadline.expired(), f"not all 3 partitions in the transaction: {described}"
+            time.sleep(0.2)
+        assert described.state is TxnState.ONGOING, described
         # A partition of the transaction led by a broker that does not coordinate it: this
         # kill tests the partition's failover, the coordinator's is tested below.
         victim, partition = next(
