@@ -14,10 +14,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
-from integration_tests.kafka_fixtures import running_cluster, selected_mode, selected_version
+from integration_tests.kafka_fixtures import (
+    ClusterPool,
+    assert_no_lingering_transactions,
+    running_cluster,
+    selected_mode,
+    selected_version,
+)
 from integration_tests.registry_fixtures import schema_registry  # noqa: F401
 from integration_tests.sink.transactions import wait_until_state
 from kafka_eos.cluster import KafkaCluster
+from kafka_eos.cluster.base import PROTOCOL_KAFKA_VERSIONS
 from kafka_eos.spark_session import new_spark_session
 
 if TYPE_CHECKING:
@@ -27,10 +34,26 @@ KafkaFactory = Callable[..., KafkaCluster]
 
 
 @pytest.fixture(scope="session")
-def kafka() -> Iterator[KafkaCluster]:
-    """One cluster for the whole session, for tests that need no special broker settings."""
-    with running_cluster(selected_mode(), selected_version()) as cluster:
-        yield cluster
+def kafka_clusters() -> Iterator[ClusterPool]:
+    """The session's clusters by version label. The default's and the protocol versions' stay
+    up; when they are stopped, ``kafka-eos txn list`` must find no transaction left open on
+    them: every crash the tests injected was recovered, or its test ended what it opened (not
+    with faults removed, ``make test-faults-removed``, where tests stop before recovering)."""
+    from integration_tests.sink.harness import FAULTS_REMOVED
+
+    pool = ClusterPool(
+        selected_mode(),
+        keep=frozenset({selected_version(), *PROTOCOL_KAFKA_VERSIONS}),
+        on_stop=(lambda cluster: None) if FAULTS_REMOVED else assert_no_lingering_transactions,
+    )
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session")
+def kafka(kafka_clusters: ClusterPool) -> KafkaCluster:
+    """The default version's cluster, for tests that need no special broker settings."""
+    return kafka_clusters.get(selected_version())
 
 
 @pytest.fixture

@@ -15,17 +15,20 @@ transactions V1), and optionally ``-nv``: KIP-890's partition verification turne
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import pytest
+from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, KafkaCluster, ProcessCluster
+from kafka_eos.commands.txn import command as txn_command
 
 # Short broker-side timers so that tests of timed-out transactions finish in seconds.
 TEST_BROKER_DEFAULTS: dict[str, str] = {
@@ -117,6 +120,64 @@ def running_cluster(
         yield cluster
     finally:
         cluster.stop()
+
+
+class ClusterPool:
+    """A session's clusters by version label, each started on first use and shared by every
+    file that asks for its label: a cluster start costs 5 to 8 s, and a session-scoped
+    parametrised fixture restarts its cluster whenever the next test has another label, which
+    was every file on 4.3.1 and 3.9.2.
+
+    The ``keep`` labels stay up to the session's end. Any other label's cluster is stopped when
+    another such label is asked for, so at most one of them runs beside the kept ones.
+    ``on_stop`` checks each cluster before it is stopped.
+    """
+
+    def __init__(
+        self, mode: str, keep: frozenset[str], on_stop: Callable[[KafkaCluster], None]
+    ) -> None:
+        self._mode = mode
+        self._keep = keep
+        self._on_stop = on_stop
+        self._running: dict[str, tuple[KafkaCluster, ExitStack]] = {}
+
+    def get(self, label: str) -> KafkaCluster:
+        if label not in self._running:
+            if label not in self._keep:
+                for other in [o for o in self._running if o not in self._keep]:
+                    self._stop(other)
+            stack = ExitStack()
+            self._running[label] = (
+                stack.enter_context(running_cluster(self._mode, label)),
+                stack,
+            )
+        return self._running[label][0]
+
+    def close(self) -> None:
+        """Check and stop every cluster; a failed check fails after all are stopped."""
+        failures = []
+        for label in list(self._running):
+            try:
+                self._stop(label)
+            except AssertionError as exc:
+                failures.append(f"kafka-{label}: {exc}")
+        assert not failures, "\n".join(failures)
+
+    def _stop(self, label: str) -> None:
+        cluster, stack = self._running.pop(label)
+        with stack:
+            self._on_stop(cluster)
+
+
+def assert_no_lingering_transactions(cluster: KafkaCluster) -> None:
+    """``kafka-eos txn list``, as an operator would run it, finds no open transaction."""
+    listing = CliRunner().invoke(
+        txn_command, ["list", "--bootstrap-servers", cluster.bootstrap_servers, "--json"]
+    )
+    assert listing.exit_code == 0, listing.output
+    assert json.loads(listing.output)["transactions"] == [], (
+        f"kafka-eos txn list after the tests found lingering transactions:\n{listing.output}"
+    )
 
 
 # The transactions version a new cluster of each supported major release finalizes: V2

@@ -1,6 +1,6 @@
 """``kafka-eos lint --bootstrap-servers`` against a real broker.
 
-Each test starts a one-broker cluster with ``transaction.max.timeout.ms=300000`` (and a
+The module's one-broker cluster runs with ``transaction.max.timeout.ms=300000`` (and a
 transaction log it can actually host) and injects one misconfiguration: a producer timeout
 above that maximum, an output topic with replication factor 1, topics that do not exist,
 or none at all.
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from integration_tests.conftest import create_topic
-from kafka_eos.cluster import KafkaCluster
+from integration_tests.kafka_fixtures import running_cluster, selected_mode, selected_version
 from kafka_eos.commands.lint import command
 
 pytestmark = pytest.mark.kafka
@@ -42,9 +42,11 @@ GOOD_CONSUMER = (
 )
 
 
-@pytest.fixture
-def bootstrap_servers(kafka_factory: Callable[..., KafkaCluster]) -> str:
-    return kafka_factory(broker_properties=BROKER_PROPERTIES).bootstrap_servers
+@pytest.fixture(scope="module")
+def bootstrap_servers() -> Iterator[str]:
+    """One broker for the module: each test's misconfiguration is in its own files and topics."""
+    with running_cluster(selected_mode(), selected_version(), 1, BROKER_PROPERTIES) as cluster:
+        yield cluster.bootstrap_servers
 
 
 def properties(tmp_path: Path, name: str, text: str) -> str:

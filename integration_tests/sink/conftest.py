@@ -4,48 +4,30 @@ one release of each transactions protocol (``PROTOCOL_KAFKA_VERSIONS``); a test 
 elsewhere too names its labels with :func:`on_kafka` (the fault matrix's smoke case: every
 supported release; the fence's tests: brokers without partition verification).
 
-When a version's tests are done, ``kafka-eos txn list`` must find no transaction left open on
-its cluster: every crash the tests injected was recovered, or its test ended what it opened
-(not with faults removed, ``make test-faults-removed``, where tests stop before recovering).
+The clusters come from the session's pool (``kafka_clusters``, integration_tests/conftest.py),
+which checks that nothing was left open on them.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from connectors.kafka.transactions import TransactionAdmin
 from integration_tests.conftest import create_topic
-from integration_tests.kafka_fixtures import running_cluster, selected_mode
-from integration_tests.sink import harness
+from integration_tests.kafka_fixtures import ClusterPool
 from integration_tests.sink.harness import Pipeline
 from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, KafkaCluster
 from kafka_eos.cluster.base import PROTOCOL_KAFKA_VERSIONS
-from kafka_eos.commands.txn import command as txn_command
 
 
+# Session-scoped so that pytest runs a file's tests grouped by label (the pool stops a rare
+# label's cluster when the next rare label is asked for).
 @pytest.fixture(scope="session", params=PROTOCOL_KAFKA_VERSIONS, ids=lambda v: f"kafka-{v}")
-def versioned_kafka(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
-    with running_cluster(selected_mode(), request.param) as cluster:
-        yield cluster
-        # With faults removed, each test stops at its first failed assertion, before the
-        # recovery that would end what its run left open.
-        if not harness.FAULTS_REMOVED:
-            _assert_no_lingering_transactions(cluster.bootstrap_servers)
-
-
-def _assert_no_lingering_transactions(bootstrap_servers: str) -> None:
-    listing = CliRunner().invoke(
-        txn_command, ["list", "--bootstrap-servers", bootstrap_servers, "--json"]
-    )
-    assert listing.exit_code == 0, listing.output
-    assert json.loads(listing.output)["transactions"] == [], (
-        f"kafka-eos txn list after the sink suite found lingering transactions:\n{listing.output}"
-    )
+def versioned_kafka(request: pytest.FixtureRequest, kafka_clusters: ClusterPool) -> KafkaCluster:
+    return kafka_clusters.get(request.param)
 
 
 def on_kafka(*labels: str) -> pytest.MarkDecorator:

@@ -28,7 +28,7 @@ from confluent_kafka import KafkaException, Producer
 from pyspark.sql import SparkSession
 
 from integration_tests.conftest import create_topic
-from integration_tests.kafka_fixtures import running_cluster, selected_mode
+from integration_tests.kafka_fixtures import ClusterPool
 from integration_tests.source.conftest import (
     Batches,
     batch_frame,
@@ -57,9 +57,8 @@ UNBLOCKED_S = 120.0
 
 
 @pytest.fixture(scope="module", params=PROTOCOL_KAFKA_VERSIONS, ids=lambda v: f"kafka-{v}")
-def versioned_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
-    with running_cluster(selected_mode(), request.param) as cluster:
-        yield cluster
+def versioned_cluster(request: pytest.FixtureRequest, kafka_clusters: ClusterPool) -> KafkaCluster:
+    return kafka_clusters.get(request.param)
 
 
 @pytest.fixture
