@@ -183,7 +183,7 @@ integration-pyspark-oldest: venv-pyspark-oldest kafka-jars images
 # 30 s to 1.5 min), the day's (days since 1970 modulo FAULT_SHARDS) unless FAULT_SHARD=K is given,
 # so that CI runs cover every fault test within FAULT_SHARDS days.
 FAULT_TESTS := $(addprefix integration_tests/sink/,test_fault_matrix.py test_sink_failures.py \
-	test_broker_kills.py test_sink_auth.py test_drop_in_defaults.py test_avro_faults.py \
+	test_broker_kills.py test_sink_auth.py test_drop_in_defaults.py \
 	test_decision_pruning.py test_wide_query.py)
 FAULTS_REMOVED := $(TEST_JVMS) $(TEST_PYSPARK) KAFKA_EOS_TEST_REMOVE_FAULTS=1 $(BIN)/python -m pytest \
 	-p integration_tests.faults_removed $(FAULT_TESTS) -q -rA
