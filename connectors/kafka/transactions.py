@@ -70,6 +70,16 @@ class _DescribeCall:
         }
 
 
+def _unreachable(config: Mapping[str, Any], request_ms: int, reach_ms: int) -> DeadlineExceeded:
+    return DeadlineExceeded(
+        f"no broker of bootstrap.servers = {config['bootstrap_servers']} answered within "
+        f"{reach_ms} ms (request.timeout.ms = {request_ms}). Check that the cluster is up and "
+        "that its listeners are reachable from here, or wait longer: the sink's "
+        "kafka.request.timeout.ms and commitTimeoutMs, the txn commands' --timeout. Nothing "
+        "was sent: a decided batch stays decided, and the next start commits it"
+    )
+
+
 class TransactionAdmin:
     """Admin connections to one cluster, for the driver, the CLI and the writer's describe.
 
@@ -77,19 +87,38 @@ class TransactionAdmin:
     thread drives.
     """
 
-    def __init__(self, client_config: Mapping[str, Any], request_timeout_ms: int = 30_000) -> None:
+    def __init__(
+        self,
+        client_config: Mapping[str, Any],
+        request_timeout_ms: int = 30_000,
+        *,
+        reach_timeout_ms: int = 0,
+    ) -> None:
+        """``reach_timeout_ms``: how long a caller that will wait longer than one request (the
+        committer, its ``commitTimeoutMs``) waits to reach the cluster at all."""
         config = {
             "request_timeout_ms": request_timeout_ms,
             "max_in_flight_requests_per_connection": IN_FLIGHT_PER_BROKER,
             **kafka_python_config(client_config),
         }
-        # An unreachable cluster fails within the caller's timeout, not kafka-python's 30 s:
-        # the client config's request.timeout.ms when it has one (`txn --timeout` sets it).
-        config["bootstrap_timeout_ms"] = config["request_timeout_ms"]
-        self._request_timeout_s = int(config["request_timeout_ms"]) / 1000
-        self._admin = KafkaAdminClient(**config)
-        self._net = KafkaNetClient(**config)
-        self._net.check_version(timeout_ms=int(config["request_timeout_ms"]))
+        request_ms = int(config["request_timeout_ms"])
+        # An unreachable cluster fails within the caller's wait, not kafka-python's 30 s: the
+        # client config's request.timeout.ms when it has one (`txn --timeout` sets it), or
+        # longer for a caller that retries its requests longer, so that a cluster which comes
+        # back within that time (a restarting broker) is reached.
+        reach_ms = max(request_ms, reach_timeout_ms)
+        config["bootstrap_timeout_ms"] = reach_ms
+        self._request_timeout_s = request_ms / 1000
+        try:
+            self._admin = KafkaAdminClient(**config)
+        except Errors.KafkaTimeoutError as exc:
+            raise _unreachable(config, request_ms, reach_ms) from exc
+        try:
+            self._net = KafkaNetClient(**config)
+            self._net.check_version(timeout_ms=reach_ms)
+        except Errors.KafkaTimeoutError as exc:
+            self._admin.close()
+            raise _unreachable(config, request_ms, reach_ms) from exc
 
     @property
     def kafka_admin(self) -> KafkaAdminClient:

@@ -75,7 +75,10 @@ class KafkaCommitter:
     @property
     def admin(self) -> TransactionAdmin:
         if self._admin is None:
-            self._admin = TransactionAdmin(self._client_config)
+            # It reaches for the cluster as long as it retries its EndTxns.
+            self._admin = TransactionAdmin(
+                self._client_config, reach_timeout_ms=int(self._timeout_s * 1000)
+            )
         return self._admin
 
     def close(self) -> None:
