@@ -72,11 +72,13 @@ class _DescribeCall:
 
 def _unreachable(config: Mapping[str, Any], request_ms: int, reach_ms: int) -> DeadlineExceeded:
     return DeadlineExceeded(
-        f"no broker of bootstrap.servers = {config['bootstrap_servers']} answered within "
-        f"{reach_ms} ms (request.timeout.ms = {request_ms}). Check that the cluster is up and "
-        "that its listeners are reachable from here, or wait longer: the sink's "
-        "kafka.request.timeout.ms and commitTimeoutMs, the txn commands' --timeout. Nothing "
-        "was sent: a decided batch stays decided, and the next start commits it"
+        f"no broker of bootstrap.servers = {config['bootstrap_servers']} completed a "
+        f"connection within {reach_ms} ms (request.timeout.ms = {request_ms}): the cluster is "
+        "down or out of reach from here, or it refused the connection's security settings "
+        "(security.protocol, sasl.*, ssl.*; the kafka.net log names the cause). Fix those, or "
+        "wait longer: the sink's kafka.request.timeout.ms and commitTimeoutMs, the txn "
+        "commands' --timeout. Nothing was sent: a decided batch stays decided, and the next "
+        "start commits it"
     )
 
 
@@ -109,16 +111,17 @@ class TransactionAdmin:
         reach_ms = max(request_ms, reach_timeout_ms)
         config["bootstrap_timeout_ms"] = reach_ms
         self._request_timeout_s = request_ms / 1000
+        # The net client first: it starts no thread, so a cluster out of reach leaves nothing
+        # running, and the admin's own bootstrap then finds the cluster it reached.
+        self._net = KafkaNetClient(**config)
         try:
-            self._admin = KafkaAdminClient(**config)
-        except Errors.KafkaTimeoutError as exc:
-            raise _unreachable(config, request_ms, reach_ms) from exc
-        try:
-            self._net = KafkaNetClient(**config)
             self._net.check_version(timeout_ms=reach_ms)
-        except Errors.KafkaTimeoutError as exc:
-            self._admin.close()
-            raise _unreachable(config, request_ms, reach_ms) from exc
+            self._admin = KafkaAdminClient(**config)
+        except BaseException as exc:
+            self._net.close()
+            if isinstance(exc, Errors.KafkaTimeoutError):
+                raise _unreachable(config, request_ms, reach_ms) from exc
+            raise
 
     @property
     def kafka_admin(self) -> KafkaAdminClient:

@@ -66,6 +66,10 @@ class KafkaCommitter:
         self._location = location
         self._wall_clock = wall_clock
         self._admin: TransactionAdmin | None = None
+        # Once the cluster stayed out of reach for timeout_s, later calls of this committer
+        # (an abort() per committable, then the sweep) fail at once instead of each waiting
+        # as long again.
+        self._unreachable: DeadlineExceeded | None = None
 
     @property
     def timeout_s(self) -> float:
@@ -74,11 +78,17 @@ class KafkaCommitter:
 
     @property
     def admin(self) -> TransactionAdmin:
+        if self._unreachable is not None:
+            raise self._unreachable
         if self._admin is None:
             # It reaches for the cluster as long as it retries its EndTxns.
-            self._admin = TransactionAdmin(
-                self._client_config, reach_timeout_ms=int(self._timeout_s * 1000)
-            )
+            try:
+                self._admin = TransactionAdmin(
+                    self._client_config, reach_timeout_ms=int(self._timeout_s * 1000)
+                )
+            except DeadlineExceeded as exc:
+                self._unreachable = exc
+                raise
         return self._admin
 
     def close(self) -> None:
@@ -151,7 +161,13 @@ class KafkaCommitter:
         if not written:
             return []
         crash_point(CrashPoint.DRIVER_BEFORE_END_TXN)
-        outcomes = self.admin.end_transactions(
+        try:
+            admin = self.admin
+        except DeadlineExceeded as exc:
+            # Nothing was sent: each commit failed as a timed-out EndTxn would, and the caller
+            # (notify-complete) reports the decided batch as not yet committed.
+            return [(c.transactional_id, exc) for c in written]
+        outcomes = admin.end_transactions(
             [EndTxnTarget(c.transactional_id, c.producer_id, c.epoch) for c in written],
             commit=True,
             deadline=Deadline(self._timeout_s),
