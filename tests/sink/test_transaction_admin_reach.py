@@ -11,12 +11,18 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from checkpoint.errors import DeadlineExceeded
-from checkpoint.model import Committable
+from checkpoint.model import Committable, Snapshot
+from checkpoint.store import SnapshotStore
+from checkpoint.two_phase_commit import TwoPhaseCommit
+from connectors.kafka.end_txn import EndTxnOutcome, EndTxnResult, EndTxnTarget
+from connectors.kafka.sink import committer as committer_module
 from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.transactions import TransactionAdmin
 
 REQUEST_TIMEOUT_MS = 500
@@ -93,3 +99,42 @@ def test_commits_that_cannot_reach_the_cluster_are_failures_not_an_escaping_erro
     failures = KafkaCommitter(config, timeout_s=0.5).commit_all([*written, nothing])
     assert [tid for tid, _ in failures] == ["q-0", "q-1"]
     assert all(isinstance(exc, DeadlineExceeded) for _, exc in failures)
+
+
+class _ClusterBack:
+    """The admin once the cluster answers again: it takes every EndTxn."""
+
+    def end_transactions(
+        self, targets: list[EndTxnTarget], commit: bool, deadline: object
+    ) -> dict[str, EndTxnOutcome]:
+        return {t.transactional_id: EndTxnOutcome(t, commit, EndTxnResult.ENDED) for t in targets}
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_batch_writes_abort_retries_its_decided_commit_after_its_sweep_gave_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark calls the batch write's abort() after a commit() that raised: it sweeps, then
+    retries the decided commit, which has no restart to finish it. The sweep's failure to
+    reach the cluster must not make that retry fail without its own attempt (found by the red
+    team of b529e32, which remembered the failure for every later call)."""
+    builds: list[int] = []
+
+    def build(config: object, reach_timeout_ms: int = 0) -> _ClusterBack:
+        builds.append(reach_timeout_ms)
+        if len(builds) == 1:
+            raise DeadlineExceeded("no broker answered")
+        return _ClusterBack()
+
+    monkeypatch.setattr(committer_module, "TransactionAdmin", build)
+    store = SnapshotStore(str(tmp_path))
+    decided = Committable("q-batch-0a1b2c3d-0-0", 7, 3, 10, (("out", 0),))
+    store.write(Snapshot(0, "q", (decided,), (), None, 1, "spark-batch-write:x"))
+    naming = TransactionalIdNaming("q-batch", "0a1b2c3d")
+    committer = KafkaCommitter({"bootstrap.servers": "x:1"}, naming, timeout_s=1.0)
+    protocol = TwoPhaseCommit(store, committer, pipeline_id="q", sweeps_lingering=True)
+    protocol.abort(0, [decided], reason="spark-abort")  # the sweep cannot reach the cluster
+    protocol.recover_decided()
+    assert builds == [1000, 1000] and store.is_confirmed(0)

@@ -66,9 +66,9 @@ class KafkaCommitter:
         self._location = location
         self._wall_clock = wall_clock
         self._admin: TransactionAdmin | None = None
-        # Once the cluster stayed out of reach for timeout_s, later calls of this committer
-        # (an abort() per committable, then the sweep) fail at once instead of each waiting
-        # as long again.
+        # Once the cluster stayed out of reach for timeout_s, later aborts and sweeps of this
+        # committer (Spark's abort() runs one per committable, then the sweep) fail at once
+        # instead of each waiting as long again. Commits always make their own attempt.
         self._unreachable: DeadlineExceeded | None = None
 
     @property
@@ -161,6 +161,10 @@ class KafkaCommitter:
         if not written:
             return []
         crash_point(CrashPoint.DRIVER_BEFORE_END_TXN)
+        # A decided batch's commit tries to reach the cluster even if an abort or sweep of this
+        # committer gave up on it: a batch write's abort() sweeps, then retries its decided
+        # commit, which has no restart to finish it.
+        self._unreachable = None
         try:
             admin = self.admin
         except DeadlineExceeded as exc:
