@@ -67,15 +67,11 @@ test: venv kafka-jars spark-kafka-jars s3a-jars registry-jars images check unit 
 
 venv: $(VENV)/.installed
 
-# --no-compile: pip would compile every installed module (PySpark alone has thousands) where a
-# run imports a few hundred, each compiled on its first import: `make venv` 24 s against 36 s,
-# `make venv-pyspark-oldest` 25 s against 36 s, and a first import of the tests' packages
-# 2.1 s against 2.0 (warm pip cache, 2026-11-28).
 $(VENV)/.installed: pyproject.toml $(LOCK)
 	@echo "==> Python venv and packages ($(VENV), pinned by $(LOCK))"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/pip install -q --upgrade pip
-	@$(BIN)/pip install -q --no-compile -c $(LOCK) -e '.[test]'
+	@$(BIN)/pip install -q -c $(LOCK) -e '.[test]'
 	@touch $@
 
 spark-home: $(SPARK_HOME_DIR)/.made $(SPARK_CDS)
@@ -101,7 +97,7 @@ $(OLDEST_VENV)/.installed: pyproject.toml $(LOCK)
 	@test -x $(OLDEST_BIN)/python || $(PYTHON) -m venv $(OLDEST_VENV)
 	@$(OLDEST_BIN)/pip install -q --upgrade pip
 	@grep -v '^pyspark==' $(LOCK) > $(OLDEST_VENV)/constraints.txt
-	@$(OLDEST_BIN)/pip install -q --no-compile -c $(OLDEST_VENV)/constraints.txt -e '.[test]' \
+	@$(OLDEST_BIN)/pip install -q -c $(OLDEST_VENV)/constraints.txt -e '.[test]' \
 		'pyspark==$(PYSPARK_OLDEST)'
 	@touch $@
 
