@@ -168,8 +168,9 @@ integration: venv spark-home kafka-jars spark-kafka-jars s3a-jars registry-jars 
 # profile's; without the seeded-bug tests, which measure the property machines' power with
 # fixed seeds, the same on every PySpark, and took 50 of the run's 145 s of two workers' time),
 # the conformance suite and the fault matrix's smoke case on the default Kafka version, one file
-# per worker (about 2 min; the newest PySpark runs everything in `unit` and `integration`). Spark's Kafka
-# connector matching PySpark 4.0 is fetched on first use (kafka_eos/spark_session.py).
+# per worker (about 2 min; the newest PySpark runs everything in `unit` and `integration`).
+# Spark's Kafka connector matching PySpark 4.0 is fetched on first use
+# (kafka_eos/spark_session.py).
 integration-pyspark-oldest: venv-pyspark-oldest kafka-jars images
 	@echo "==> conformance and fault-matrix smoke case on PySpark $(PYSPARK_OLDEST)"
 	HYPOTHESIS_PROFILE=dev $(OLDEST_BIN)/python -m pytest tests -q -n $(PYTEST_WORKERS) \
