@@ -1,6 +1,6 @@
 """The Java client's security keys, translated by the key table, log in to a real broker:
 a PLAIN JAAS entry on a SASL listener, and a PEM truststore on a TLS listener, read as a Spark
-user writes them (connectors/kafka/key_policy.py). The source's admin client, built from the
+user writes them (connectors/kafka_keys.py). The source's admin client, built from the
 parsed options as the driver builds it, reads the cluster's metadata through each."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from connectors.kafka.sink.options import SinkOptions
 from connectors.kafka.source.client import open_admin
-from connectors.kafka.source.options import parse_options
+from connectors.kafka.source.options import SourceOptions
 from kafka_eos.cluster import ProcessCluster
 
 pytestmark = [pytest.mark.kafka]
@@ -30,7 +30,7 @@ def cluster() -> Iterator[ProcessCluster]:
 
 
 def _brokers_seen(options: dict[str, str]) -> int:
-    admin = open_admin(parse_options({**options, "subscribe": "any"}, streaming=True))
+    admin = open_admin(SourceOptions.parse({**options, "subscribe": "any"}, streaming=True))
     return len(admin.list_topics(timeout=30).brokers)
 
 

@@ -30,7 +30,7 @@ from rich.console import Console
 from connectors.kafka.client_pool import ConsumerPool
 from connectors.kafka.source.client import open_consumer
 from connectors.kafka.source.offset_reader import KafkaOffsetReader
-from connectors.kafka.source.options import SourceOptions, parse_options
+from connectors.kafka.source.options import SourceOptions
 from connectors.kafka.source.range_reader import read_range
 from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark.compat import arrow_schema
@@ -122,7 +122,7 @@ def _tasks(
 ) -> list[float]:
     """The time of each of ``tasks`` range reads of a stream's partition: each reads the
     records produced since the one before, as each micro-batch's task does."""
-    options = parse_options({**connection, "subscribe": topic}, streaming=True)
+    options = SourceOptions.parse({**connection, "subscribe": topic}, streaming=True)
     group = f"bench-{uuid.uuid4().hex[:8]}-executor"
     end = _log_end(producer, topic)
     times = []
@@ -139,7 +139,7 @@ def _pieces(connection: dict[str, str], topic: str, tasks: int, pool: ConsumerPo
     """The time of each of ``tasks`` pieces of a batch read of one partition that holds just
     them, read in order: the worst case for a pooled consumer, whose fetcher reaches the log
     end at once and waits there (``fetch.wait.max.ms``) before the next piece's fetch."""
-    options = parse_options({**connection, "subscribe": topic}, streaming=False)
+    options = SourceOptions.parse({**connection, "subscribe": topic}, streaming=False)
     group = f"bench-{uuid.uuid4().hex[:8]}-executor"
     times = []
     try:
@@ -165,7 +165,7 @@ def _timed_read(
 
 def _triggers(options: dict[str, str], triggers: int, *, one_per_topic: bool) -> list[float]:
     """The time of each trigger's questions: the partitions, then their latest offsets."""
-    parsed = parse_options(options, streaming=True)
+    parsed = SourceOptions.parse(options, streaming=True)
     reader = KafkaOffsetReader(parsed, "bench-driver")
     by_name = open_consumer(parsed, "bench-driver")
     times = []

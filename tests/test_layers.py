@@ -49,7 +49,7 @@ def offending(paths: list[Path], forbidden: tuple[str, ...]) -> dict[str, list[s
         (("checkpoint",), ("connectors", "kafka_eos", *CLIENTS, "py4j")),
         (("connectors",), ("kafka_eos",)),
         (("connectors", "policy"), CLIENTS),
-        (("connectors", "kafka", "key_policy.py"), CLIENTS),
+        (("connectors", "kafka_keys.py"), CLIENTS),
         (("connectors", "options.py"), (*CLIENTS, "connectors.policy")),
         (("connectors", "kafka", "source"), ("connectors.kafka.sink", "connectors.spark")),
         (("connectors", "kafka", "sink"), ("connectors.kafka.source", "connectors.spark")),
@@ -65,7 +65,7 @@ def test_the_check_sees_an_offending_import(tmp_path: Path) -> None:
     assert imports_of(module) == ["kafka_eos.lint"]
 
 
-@pytest.mark.parametrize("name", ["connectors.options", "connectors.kafka.key_policy"])
+@pytest.mark.parametrize("name", ["connectors.options", "connectors.kafka_keys"])
 def test_doc_examples_run(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

@@ -3,7 +3,7 @@ source, the sink and the linter."""
 
 import pytest
 
-from connectors.kafka.sink.options import SinkOptionError
+from connectors.kafka.sink.errors import SinkOptionError
 from connectors.kafka.source.errors import SourceOptionError
 from connectors.options import (
     OptionError,

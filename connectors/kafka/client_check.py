@@ -17,7 +17,7 @@ from typing import Literal
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from connectors.kafka.key_policy import KeyPolicy, KeyRefused
+from connectors.kafka_keys import KeyPolicy, KeyRefused
 from connectors.options import OptionError
 
 Role = Literal["producer", "consumer"]

@@ -23,7 +23,6 @@ from connectors.policy.registry import RULES, lint_report, run_rules
 from connectors.policy.sink_checks import (
     SINK_RULES,
     check_sink_config,
-    checked_sink_config,
     raise_for_errors,
 )
 
@@ -49,7 +48,6 @@ __all__ = [
     "TopicFacts",
     "build_report",
     "check_sink_config",
-    "checked_sink_config",
     "lint_report",
     "raise_for_errors",
     "run_rules",

@@ -13,9 +13,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from connectors.kafka.key_policy import SOURCE
+from connectors.kafka_keys import SOURCE
 from connectors.options import format_duration
-from connectors.policy import kafka_eos_sink, kafka_eos_source
 from connectors.policy.client_keys import (
     Client,
     Role,
@@ -24,12 +23,18 @@ from connectors.policy.client_keys import (
     ignored_key,
     native_name,
 )
+from connectors.policy.connector_models import SOURCE_CLIENT, SOURCE_NAME
 from connectors.policy.errors import LintInputError
 from connectors.policy.inputs import LintInput, Timing, TopicFacts
+from connectors.transaction_timeout import (
+    BROKER_MAX_DEFAULT_MS,
+    CHOSEN_NOTE,
+    default_transaction_timeout_ms,
+)
 
 # Apache Kafka broker defaults (4.x), used when the broker config leaves a key unset.
 BROKER_DEFAULTS: Mapping[str, str] = {
-    "transaction.max.timeout.ms": "900000",
+    "transaction.max.timeout.ms": str(BROKER_MAX_DEFAULT_MS),
     "transactional.id.expiration.ms": "604800000",
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.min.isr": "2",
@@ -287,11 +292,11 @@ def _producer_view(lint_input: LintInput) -> ClientView | None:
     if view is None or not lint_input.kafka_eos_sink:
         return view
     broker = BrokerView(lint_input.broker or {})  # unknown: a broker on Kafka's defaults
-    chosen = kafka_eos_sink.default_transaction_timeout_ms(
-        broker.get("transaction.max.timeout.ms").ms(), lint_input.timing
+    chosen = default_transaction_timeout_ms(
+        broker.get("transaction.max.timeout.ms").ms(), lint_input.timing.commit_window_ms
     )
     key = view.name("transaction.timeout.ms")
-    setting = Setting(view.label, key, str(chosen), kafka_eos_sink.CHOSEN_TIMEOUT_NOTE)
+    setting = Setting(view.label, key, str(chosen), CHOSEN_NOTE)
     return dataclasses.replace(view, chosen={"transaction.timeout.ms": setting})
 
 
@@ -302,8 +307,8 @@ def _source_view(lint_input: LintInput) -> ClientView | None:
     return ClientView(
         "consumer",
         "source consumer",
-        kafka_eos_source.CLIENT,
+        SOURCE_CLIENT,
         lint_input.consumer,
         forced=SOURCE.forced,
-        forced_by=kafka_eos_source.NAME,
+        forced_by=SOURCE_NAME,
     )

@@ -131,10 +131,10 @@ class LintInput:
     Spark option names are case-insensitive, so read them with ``sink_option``/``source_option``.
 
     ``kafka_eos_source``: ``consumer`` is the kafka-eos Spark source (a pipeline file's
-    ``source:`` section), linted with the settings it forces (``kafka_eos_source.py``);
+    ``source:`` section), linted with the settings it forces (``connector_models.py``);
     otherwise it is any consumer, linted on its client's defaults. ``kafka_eos_sink``: the
-    same for ``producer`` and the kafka-eos Spark sink (a ``sink:`` section,
-    ``kafka_eos_sink.py``), which chooses a transactional id and timeout when none is set.
+    same for ``producer`` and the kafka-eos Spark sink (a ``sink:`` section), which chooses a
+    transactional id and timeout when none is set.
     """
 
     client: Client = DEFAULT_CLIENT

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from connectors.kafka_keys import SOURCE
+from connectors.policy.connector_models import SOURCE_NAME
 from connectors.policy.context import LintContext, Setting
 from connectors.policy.findings import Finding, Severity
 
@@ -52,6 +54,21 @@ class RuleMeta:
             keys=tuple(dict.fromkeys([*(s.key for s in seen), *keys])),
             values={s.key: s.value for s in seen},
             fix=fix,
+        )
+
+    def refused_source_option(
+        self, ctx: LintContext, key: str, consequence: str = ""
+    ) -> Iterator[Finding]:
+        """This rule's finding for ``kafka.<key>`` in the source section, which the kafka-eos
+        source refuses at startup; ``consequence`` says what its forced value guarantees."""
+        rejected = ctx.rejected_source_option(key)
+        if rejected is None:
+            return
+        yield self.finding(
+            f"{rejected}: {SOURCE_NAME} refuses this option and does not start"
+            f" (it forces {key}={SOURCE.forced[key]}{consequence})",
+            settings=(rejected,),
+            fix=f"remove {rejected.key}: {SOURCE.refused[key]}",
         )
 
 

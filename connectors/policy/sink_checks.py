@@ -1,7 +1,8 @@
 """The Kafka sink's startup checks: the same rules, ids and messages as ``kafka-eos lint``.
 
-The sink calls ``check_sink_config`` on the driver before opening any transaction, and
-``raise_for_errors`` to stop with one message listing every error finding::
+The sink's startup (:mod:`connectors.kafka.sink.startup`) calls ``check_sink_config`` on the
+driver before any task opens a transaction, and ``raise_for_errors`` to stop with one message
+listing every error finding::
 
     >>> from connectors.policy import Timing, check_sink_config, raise_for_errors
     >>> findings = check_sink_config(
@@ -25,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from connectors.policy.client_keys import DEFAULT_CLIENT, Client
-from connectors.policy.context import LintContext
 from connectors.policy.errors import SinkConfigError
 from connectors.policy.findings import Finding
 from connectors.policy.inputs import LintInput, Timing, config_value
@@ -44,24 +44,9 @@ def check_sink_config(
     client: Client = DEFAULT_CLIENT,
 ) -> list[Finding]:
     """Run the sink's startup rules on the producer as the kafka-eos sink runs it (with the
-    timeout it chooses when none is set, :mod:`connectors.policy.kafka_eos_sink`).
+    timeout it chooses when none is set, :mod:`connectors.transaction_timeout`).
     ``broker_config=None`` (unknown) skips EOS001."""
     return run_rules(_sink_input(producer_config, broker_config, timing, client), select=SINK_RULES)
-
-
-def checked_sink_config(
-    producer_config: Mapping[str, object], broker_config: Mapping[str, object], timing: Timing
-) -> dict[str, object]:
-    """The producer config the sink runs with, once the startup rules pass on it: the user's,
-    plus the transaction timeout the rules saw the sink choose when the user set none."""
-    lint_input = _sink_input(producer_config, broker_config, timing, DEFAULT_CLIENT)
-    raise_for_errors(run_rules(lint_input, select=SINK_RULES))
-    config = dict(producer_config)
-    producer = LintContext.from_input(lint_input).producer
-    assert producer is not None
-    if producer.explicit("transaction.timeout.ms") is None:
-        config["transaction.timeout.ms"] = producer.get("transaction.timeout.ms").value
-    return config
 
 
 def raise_for_errors(findings: Iterable[Finding]) -> None:

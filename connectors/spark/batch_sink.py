@@ -31,22 +31,24 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from checkpoint.crashpoints import CrashPoint, checkpoint_scope, crash_point
 from checkpoint.errors import CheckpointCommitFailed, ConfigError, ReusedCheckpointId
 from checkpoint.store import canonical_location, read_location
+from connectors.kafka.sink.commit_path import (
+    BATCH_WRITE_ID,
+    BATCH_WRITE_PLAN,
+    exactly_once_protocol,
+    first_unconfirmable,
+)
 from connectors.kafka.sink.errors import AlreadyWrittenError, DecidedWrite, PreCommitLostError
 from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
 from connectors.kafka.sink.options import ExactlyOnceOptions, SinkOptions
+from connectors.kafka.sink.startup import startup_checks
+from connectors.kafka.sink.tasks import with_schema_files
 from connectors.spark.sink import (
-    BATCH_WRITE_ID,
-    BATCH_WRITE_PLAN,
     KafkaCommitMessage,
     check_input_schema,
     committables_of,
     current_task,
-    exactly_once_protocol,
     flush_task,
-    loss_or,
     pre_commit_task,
-    startup_checks,
-    with_schema_files,
 )
 from connectors.spark.worker_heap import freeze_imported_heap
 
@@ -109,7 +111,7 @@ class ExactlyOnceBatchWriter(DataSourceArrowWriter):
             # Step 1: a decided write's commits first, even if the checks below fail.
             finished = protocol.recover_decided()
         except CheckpointCommitFailed as exc:
-            raise loss_or(exc, BATCH_WRITE_ID) from exc
+            raise first_unconfirmable(exc, BATCH_WRITE_ID) from exc
         finally:
             committer.close()
         if protocol.store.contains(BATCH_WRITE_ID):
@@ -162,7 +164,7 @@ class ExactlyOnceBatchWriter(DataSourceArrowWriter):
             # Another run on this location decided first; complete() aborted this run's.
             raise self._already_written(protocol, DecidedWrite.DECIDED_BY_ANOTHER_RUN) from exc
         except CheckpointCommitFailed as exc:
-            raise loss_or(exc, BATCH_WRITE_ID) from exc
+            raise first_unconfirmable(exc, BATCH_WRITE_ID) from exc
         finally:
             committer.close()
 

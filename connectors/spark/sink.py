@@ -1,7 +1,10 @@
 """The Spark side of the Kafka sink: ``df.writeStream.format("kafka-eos")``.
 
-Spark's micro-batch is the checkpoint. This module only translates Spark's calls; the order of
-the protocol lives in :class:`checkpoint.two_phase_commit.TwoPhaseCommit`. For batch N with
+Spark's micro-batch is the checkpoint. This module only translates Spark's calls: the order of
+the protocol lives in :class:`checkpoint.two_phase_commit.TwoPhaseCommit`, built over Kafka by
+:mod:`connectors.kafka.sink.commit_path`; the startup checks are
+:mod:`connectors.kafka.sink.startup`, a task's work :mod:`connectors.kafka.sink.tasks`, and
+Spark's own checkpoint files are read by :mod:`connectors.spark.query_log`. For batch N with
 ``deliveryGuarantee=exactly_once``:
 
 1. Driver, when Spark creates the writer (before any task of the batch runs): recovery of
@@ -25,14 +28,10 @@ so it holds only options and small values, never open clients.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 import logging
-import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import (
@@ -46,23 +45,20 @@ from pyspark.sql.types import (
 from checkpoint.crashpoints import CrashPoint, checkpoint_scope, crash_point
 from checkpoint.errors import CheckpointCommitFailed, ConfigError
 from checkpoint.model import Committable
-from checkpoint.store import SnapshotStore, read_location
 from checkpoint.two_phase_commit import TwoPhaseCommit
-from connectors.avro.batches import BatchEncoder
-from connectors.kafka.cluster_facts import LiveClusterError, read_cluster
-from connectors.kafka.sink.committer import KafkaCommitter
-from connectors.kafka.sink.errors import DecidedTransactionError, TransactionLostError
-from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
-from connectors.kafka.sink.options import (
-    DeliveryGuarantee,
-    ExactlyOnceOptions,
-    SinkOptionError,
-    SinkOptions,
+from connectors.kafka.sink import tasks
+from connectors.kafka.sink.commit_path import (
+    BATCH_WRITE_ID,
+    exactly_once_protocol,
+    first_unconfirmable,
+    refuse_batch_write_location,
 )
-from connectors.kafka.sink.writer import AtLeastOnceWriter, ExactlyOnceWriter, NoGuaranteeWriter
-from connectors.policy import checked_sink_config
-from connectors.policy.inputs import Timing
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
+from connectors.kafka.sink.options import ExactlyOnceOptions, SinkOptions
+from connectors.kafka.sink.startup import startup_checks
 from connectors.spark.compat import DataSourceStreamArrowWriter
+from connectors.spark.query_log import spark_plan_of, spark_query_id
 from connectors.spark.worker_heap import freeze_imported_heap
 
 if TYPE_CHECKING:
@@ -71,10 +67,6 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 _BYTES = (StringType, BinaryType)
-# A batch write (connectors.spark.batch_sink) is checkpoint 0 of its location, decided with a
-# plan that starts with this; a stream must never take it for its own batch 0.
-BATCH_WRITE_ID = 0
-BATCH_WRITE_PLAN = "spark-batch-write:"
 COMMIT_MESSAGE_VERSION = 3  # 2: ids carry an owner and a slot; 3: committables a start time
 
 
@@ -138,23 +130,6 @@ def check_input_schema(
         )
 
 
-def with_schema_files(sink: SinkOptions) -> SinkOptions:
-    """``sink`` with its Avro schema files read, on the driver (executors may not see them)."""
-    avro = tuple(column.loaded(SinkOptionError) for column in sink.avro)
-    return dataclasses.replace(sink, avro=avro) if avro else sink
-
-
-def _encoded(sink: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The batches with their Avro columns encoded, each before it is produced: a value that
-    does not fit its schema fails the task, and with exactly_once nothing of it is visible.
-    A column without a schema takes its subject's latest here, in the task: never in the
-    driver's commit or abort, which a registry outage must not stop."""
-    if not sink.avro:
-        return batches
-    columns = [column.resolved(sink.topic, SinkOptionError) for column in sink.avro]
-    return BatchEncoder(columns, sink.topic).encode(batches)
-
-
 def current_task() -> tuple[int | None, int, int, int]:
     """(stream batch id, task partition, attempt number, task attempt id) of the running task;
     the batch id is None in a batch write."""
@@ -189,8 +164,9 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
                 "transactionalIdPrefix not set: %r, derived from checkpointLocation %r",
                 exactly_once.transactional_id_prefix, exactly_once.checkpoint_location,
             )  # fmt: skip
+        query_id = spark_query_id(exactly_once.checkpoint_location)
         self._naming = TransactionalIdNaming(
-            exactly_once.transactional_id_prefix, owner_of(spark_query_id(exactly_once))
+            exactly_once.transactional_id_prefix, owner_of(query_id)
         )
         protocol, committer = self._protocol()
         try:
@@ -203,13 +179,13 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             # options; so do the Avro schemas read from files, after the recovery they must
             # not hold up. The checks stop at once on a rejected login, where the best-effort
             # registration below would wait out its deadline first (a minute, then a warning).
-            self._sink = with_schema_files(startup_checks(sink))
+            self._sink = tasks.with_schema_files(startup_checks(sink))
             # Before any task opens a transaction, so that another query of the prefix that
             # sees one can name this query's location.
             if sink.topic is not None:
                 committer.register_location([(sink.topic, 0)])
         except CheckpointCommitFailed as exc:
-            raise loss_or(exc, None) from exc
+            raise first_unconfirmable(exc, None) from exc
         finally:
             committer.close()
         # Read here, on the driver, and pickled to the tasks: executors never read the
@@ -240,7 +216,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Step 3, on the driver: the completion notification."""
-        plan = spark_plan_of(self._exactly_once, batchId)
+        plan = spark_plan_of(self._exactly_once.checkpoint_location, batchId)
         committables = committables_of(messages, batchId)
         protocol, committer = self._protocol()
         try:
@@ -252,7 +228,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             # without the topic option learns its partitions only from its output.
             committer.register_location(p for c in committables for p in c.partitions)
         except CheckpointCommitFailed as exc:
-            raise loss_or(exc, batchId) from exc
+            raise first_unconfirmable(exc, batchId) from exc
         finally:
             committer.close()
 
@@ -268,68 +244,20 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
 def pre_commit_task(
     sink: SinkOptions, batch_id: int, candidates: list[str], iterator: Iterator[pa.RecordBatch]
 ) -> KafkaCommitMessage:
-    """A task's step 2 with ``exactly_once``: produce its input into one transaction on a free
-    id of ``candidates``, and pre-commit it at the barrier (the end of its input)."""
-    writer = ExactlyOnceWriter(
-        sink.producer_config,
-        sink.topic,
-        candidates,
-        sink.flush_timeout_s,
-        commit_timeout_s=sink.commit_timeout_s,
-    )
-    committable = writer.write_and_pre_commit(batch_id, _encoded(sink, iterator))
+    """A task's step 2 with ``exactly_once``: its pre-committed transaction, as Spark's commit
+    message."""
+    committable = tasks.pre_commit(sink, batch_id, candidates, iterator)
     # A task can still fail after its pre-commit (its result lost on the way to the driver):
     # its transaction is then a lingering one, which the driver aborts.
     crash_point(CrashPoint.TASK_AFTER_PRE_COMMIT, checkpoint_id=batch_id)
     return KafkaCommitMessage(batch_id, committable)
 
 
-def loss_or(exc: CheckpointCommitFailed, batch_id: int | None) -> Exception:
-    """A decided batch's transaction that cannot be confirmed as committed (lost, or
-    undetermined) must surface its own message, even when another transaction's failure (a
-    timeout) came first; a definite loss before an undetermined one."""
-    stuck = [e for e in exc.errors if isinstance(e, DecidedTransactionError)]
-    if not stuck:
-        return exc
-    first = next((e for e in stuck if isinstance(e, TransactionLostError)), stuck[0])
-    return first.in_batch(exc.checkpoint_id if batch_id is None else batch_id, exc.failed)
-
-
-def refuse_batch_write_location(store: SnapshotStore, location: str) -> None:
-    """A stream must not start on a batch write's location: it would take the write's
-    decision for its own batch 0 and skip that batch's rows."""
-    recorded = store.get(BATCH_WRITE_ID)
-    if recorded is not None and (recorded.plan or "").startswith(BATCH_WRITE_PLAN):
-        raise ConfigError(
-            f"option 'checkpointLocation' = {location!r} holds the decision of a batch write "
-            "(df.write.format('kafka-eos')), not of this stream: give the stream a "
-            "checkpoint location of its own"
-        )
-
-
-def exactly_once_protocol(
-    sink: SinkOptions, exactly_once: ExactlyOnceOptions, naming: TransactionalIdNaming
-) -> tuple[TwoPhaseCommit, KafkaCommitter]:
-    """The commit path of a stream's batch or of a batch write, over the decisions kept at
-    the checkpoint location. Built afresh for each driver call: Spark may make each call in
-    another process."""
-    committer = KafkaCommitter(
-        sink.producer_config,
-        naming,
-        sink.commit_timeout_s,
-        location=exactly_once.checkpoint_location,
-        prefix_derived=exactly_once.prefix_derived,
-    )
-    store = SnapshotStore(exactly_once.decision_location)
-    protocol = TwoPhaseCommit(store, committer, pipeline_id=naming.prefix, sweeps_lingering=True)
-    return protocol, committer
-
-
 class FlushingStreamWriter(DataSourceStreamArrowWriter):
     """``at_least_once`` and ``none``: each task flushes at its barrier; nothing to commit."""
 
     def __init__(self, sink: SinkOptions) -> None:
-        self._sink = with_schema_files(sink)
+        self._sink = tasks.with_schema_files(sink)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return flush_task(self._sink, iterator)
@@ -344,10 +272,7 @@ class FlushingStreamWriter(DataSourceStreamArrowWriter):
 def flush_task(sink: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
     """A task of ``at_least_once`` or ``none``: produce, and flush at the end of its input."""
     freeze_imported_heap()
-    at_least_once = sink.guarantee == DeliveryGuarantee.AT_LEAST_ONCE
-    writer_class = AtLeastOnceWriter if at_least_once else NoGuaranteeWriter
-    writer = writer_class(sink.producer_config, sink.topic, sink.flush_timeout_s)
-    writer.write_and_flush(_encoded(sink, iterator))
+    tasks.flush(sink, iterator)
     return WriterCommitMessage()
 
 
@@ -372,100 +297,3 @@ def committables_of(messages: list[WriterCommitMessage | None], batch_id: int) -
         if not message.committable.wrote_nothing:
             result.append(message.committable)
     return result
-
-
-def spark_plan_of(exactly_once: ExactlyOnceOptions, batch_id: int) -> str:
-    """The fingerprint of Spark's ``offsets/<batch_id>``: what Spark planned for the batch."""
-    return (
-        "sha256:"
-        + hashlib.sha256(_spark_log_entry(exactly_once, f"offsets/{batch_id}")).hexdigest()
-    )
-
-
-def spark_query_id(exactly_once: ExactlyOnceOptions) -> str:
-    """The id Spark gave the query in its checkpoint (``metadata``): stable across restarts,
-    however the location is spelled, and different for two queries on look-alike paths of
-    two clusters. The owner part of the query's transactional ids comes from it."""
-    entry = _spark_log_entry(exactly_once, "metadata")
-    try:
-        return str(json.loads(entry)["id"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(
-            f"option 'checkpointLocation' = {exactly_once.checkpoint_location!r}: Spark's "
-            "metadata file "
-            f"there holds {entry[:200]!r}, not a query id ({exc!r}); it was damaged or is not "
-            "Spark's: restore it from a backup"
-        ) from exc
-
-
-def _spark_log_entry(exactly_once: ExactlyOnceOptions, name: str) -> bytes:
-    """A file of Spark's own checkpoint, e.g. ``offsets/N``, which Spark wrote before it runs
-    the batch. The decisions must live on that storage, so the sink must see the file: a
-    location without a scheme is the cluster's default filesystem to Spark (``fs.defaultFS``,
-    often HDFS) but the driver's local disk to the sink; after a driver restart on another
-    host the decisions would be gone, and a half-committed batch would run again."""
-    location = exactly_once.checkpoint_location
-    entry = f"{location.rstrip('/')}/{name}"
-    logged = read_location(entry)
-    if logged is None:
-        raise ConfigError(
-            f"option 'checkpointLocation' = {location!r}: Spark keeps the query's {name} there, "
-            f"but the sink, which keeps its commit decisions beside it, does not see {entry}. "
-            "Spark resolves a location without a scheme against the cluster's default "
-            "filesystem (fs.defaultFS), the sink against the driver's local disk. Give the "
-            "location as a full URI, e.g. hdfs://namenode:8020/checkpoints/q or "
-            "s3a://bucket/checkpoints/q"
-        )
-    return logged
-
-
-def startup_checks(sink: SinkOptions) -> SinkOptions:
-    """Fail fast on timeouts that would break the guarantee (rules EOS001, EOS002, EOS004).
-    Without ``kafka.transaction.timeout.ms``, the sink runs with a timeout chosen from the
-    brokers' maximum, checked by the same rules; the tasks get it inside the options."""
-    producer = _checked(
-        sink.bootstrap_servers, tuple(sorted(sink.producer_config.items())), sink.timing
-    )
-    return dataclasses.replace(sink, producer_config=dict(producer))
-
-
-# How long a passed check stands before the next writer reads the brokers again: a lowered
-# transaction.max.timeout.ms is seen within it, and a batch's commit does not wait on it.
-_CHECK_REFRESH_S = 600.0
-_passed: dict[tuple[Any, ...], tuple[float, tuple[tuple[str, Any], ...]]] = {}
-
-
-def _checked(
-    bootstrap: str, producer: tuple[tuple[str, Any], ...], timing: Timing
-) -> tuple[tuple[str, Any], ...]:
-    """Once per driver-side process, configuration and refresh period: Spark builds the
-    writer for every batch, in more than one process. A broker restarting during a rolling
-    upgrade must not fail a commit or an abort for a check that passed: when the brokers
-    cannot be read, the last pass stands for another period. Only a pass is kept, so a process
-    keeps one default timeout for all its batches until the brokers' maximum changes."""
-    key = (bootstrap, producer, timing)
-    last = _passed.get(key)
-    if last is not None and time.monotonic() - last[0] < _CHECK_REFRESH_S:
-        return last[1]
-    config = dict(producer)
-    security = {k: v for k, v in config.items() if k != "bootstrap.servers"}
-    try:
-        broker_config = read_cluster(bootstrap, [], options=security).broker_config
-    except LiveClusterError:
-        if last is None:
-            raise
-        _log.warning(
-            "the brokers could not be read again; the last passed check stands for another "
-            "%.0f s", _CHECK_REFRESH_S,
-        )  # fmt: skip
-        # Renewed: a broker down for long must not cost every batch the read's timeout.
-        _passed[key] = (time.monotonic(), last[1])
-        return last[1]
-    checked = checked_sink_config(config, broker_config, timing)
-    if checked != config and (last is None or dict(last[1]) != checked):
-        _log.info(
-            "option 'kafka.transaction.timeout.ms' is not set: the sink runs with %s, chosen "
-            "from the brokers' transaction.max.timeout.ms", checked["transaction.timeout.ms"],
-        )  # fmt: skip
-    _passed[key] = (time.monotonic(), tuple(sorted(checked.items())))
-    return _passed[key][1]

@@ -70,7 +70,6 @@ from connectors.kafka.source.options import (
     BoundKind,
     SourceOptions,
     parse_avro,
-    parse_options,
 )
 from connectors.kafka.source.range_reader import read_range
 from connectors.kafka.source.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
@@ -142,7 +141,7 @@ class _KafkaRead:
     """What both readers share: parsed options, group ids, and ``read`` on the executors."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType, *, streaming: bool) -> None:
-        self._options: SourceOptions = parse_options(options, streaming=streaming)
+        self._options: SourceOptions = SourceOptions.parse(options, streaming=streaming)
         self._decoder = _decoder(self._options.avro)
         if schema != _schema(self._options.include_headers, self._decoder):
             raise SourceOptionError(

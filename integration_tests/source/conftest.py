@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from connectors.kafka.source.offset_reader import KafkaOffsetReader
-from connectors.kafka.source.options import parse_options
+from connectors.kafka.source.options import SourceOptions
 from connectors.kafka.source.range_reader import read_range
 from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark import register
@@ -216,7 +216,7 @@ def latest_offsets(bootstrap: str, topic: str, isolation: str) -> dict[tuple[str
     """The source driver's latest offsets of ``topic`` at ``isolation``: the last stable offset
     under read_committed, the high watermark under read_uncommitted."""
     options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
-    parsed = parse_options({**options, "kafka.isolation.level": isolation}, streaming=True)
+    parsed = SourceOptions.parse({**options, "kafka.isolation.level": isolation}, streaming=True)
     reader = KafkaOffsetReader(parsed, "test-driver")
     try:
         return reader.latest(reader.partitions())
@@ -235,7 +235,7 @@ def range_batches(
     """The Arrow batches of ``read_range`` over ``piece``, as a task reads them without Spark:
     ``options`` are the source's; a new group and the worker's pool unless given."""
     schema = to_arrow_schema(source_schema(dict(options)), timezone="UTC")
-    parsed = parse_options(dict(options), streaming=streaming)
+    parsed = SourceOptions.parse(dict(options), streaming=streaming)
     group = group_id or f"g-{uuid.uuid4()}"
     if pool is None:
         return read_range(piece, parsed, group, schema)

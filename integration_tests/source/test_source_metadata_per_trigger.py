@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from connectors.kafka.source.offset_reader import KafkaOffsetReader
-from connectors.kafka.source.options import parse_options
+from connectors.kafka.source.options import SourceOptions
 from integration_tests.source.conftest import produce
 from kafka_eos.cluster import KafkaCluster
 
@@ -67,7 +67,7 @@ def test_each_trigger_sends_one_metadata_request_for_every_topic(
         # Exactly these topics: the cluster holds other tests' topics too.
         "subscribePattern": "|".join(topics),
     }[subscription]
-    options = parse_options(
+    options = SourceOptions.parse(
         {"kafka.bootstrap.servers": bootstrap, subscription: value}, streaming=True
     )
     calls: list[str] = []
@@ -89,7 +89,7 @@ def test_a_named_topic_that_does_not_exist_is_left_out_by_the_one_request(
     kafka: KafkaCluster, topic_factory
 ) -> None:
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=2)
-    options = parse_options(
+    options = SourceOptions.parse(
         {"kafka.bootstrap.servers": bootstrap, "subscribe": f"{topic},{topic}-never-created"},
         streaming=True,
     )
@@ -109,7 +109,7 @@ def test_a_partition_added_while_the_query_runs_is_read_at_the_next_trigger(
     so its cache lacks a partition added since: ListOffsets must refresh it, not fail."""
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=2)
     produce(bootstrap, topic, range(4), partition=0)
-    options = parse_options(
+    options = SourceOptions.parse(
         {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=True
     )
     reader = CountingReader(options, [])

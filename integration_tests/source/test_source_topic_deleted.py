@@ -26,7 +26,7 @@ from connectors.kafka.source import client as source_client
 from connectors.kafka.source import range_reader
 from connectors.kafka.source.client import confirmed_absent, open_consumer
 from connectors.kafka.source.errors import DataLossError
-from connectors.kafka.source.options import parse_options
+from connectors.kafka.source.options import SourceOptions
 from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark.source import KafkaStreamReader, source_schema
 from integration_tests.conftest import create_topic
@@ -195,7 +195,7 @@ def test_a_deletion_on_several_brokers_is_confirmed_by_two_of_them(kafka_factory
     cluster = kafka_factory(nodes=3)
     bootstrap = cluster.bootstrap_servers
     topic = create_topic(bootstrap, partitions=2, replication=2)
-    options = parse_options(
+    options = SourceOptions.parse(
         {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False
     )
     answered_by: list[int] = []

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import yaml
 
-from connectors.kafka.key_policy import JAVA_KEYS, SOURCE, KeyRefused, java_translation
+from connectors.kafka_keys import JAVA_KEYS, SOURCE, KeyRefused, java_translation
 from connectors.options import duration_ms
 from connectors.policy.client_keys import CLIENTS, DEFAULT_CLIENT, Client, merge_configs
 from connectors.policy.errors import LintInputError, LintOptionError
@@ -255,7 +255,7 @@ def _split_spark(
     """Spark options into (``kafka.*`` client config without the prefix, the other options);
     ``kafka.*`` keys named in ``keep`` stay with the other options. Java-client keys kept
     there are also in the client config as the librdkafka keys the connectors translate
-    them to (:mod:`connectors.kafka.key_policy`)."""
+    them to (:mod:`connectors.kafka_keys`)."""
     # Spark matches option names case-insensitively and hands kafka.* keys on lowercased.
     prefix = len(_SPARK_KAFKA_PREFIX)
     kafka: dict[str, str] = {}

@@ -9,9 +9,10 @@ import pytest
 from avro_samples import EVERY_TYPE
 
 from connectors.avro.options import Side, avro_columns
-from connectors.kafka.sink.options import SinkOptionError, SinkOptions
+from connectors.kafka.sink.errors import SinkOptionError
+from connectors.kafka.sink.options import SinkOptions
 from connectors.kafka.source.errors import SourceOptionError
-from connectors.kafka.source.options import parse_avro, parse_options
+from connectors.kafka.source.options import SourceOptions, parse_avro
 from connectors.options import OptionReader
 
 SCHEMA = json.dumps(EVERY_TYPE)
@@ -26,7 +27,7 @@ def columns(source: bool = True, **options: str):
 
 def test_binary_is_the_default_and_reads_no_schema() -> None:
     assert columns() == ()
-    assert parse_options(SOURCE, streaming=True).avro is None
+    assert SourceOptions.parse(SOURCE, streaming=True).avro is None
 
 
 def test_a_value_schema_as_text_or_file(tmp_path) -> None:
@@ -105,6 +106,6 @@ def test_mode_and_avro_options_are_known_to_the_source(caplog) -> None:
         "schema.registry.basic.auth.user.info": "u:p",
     }
     with caplog.at_level(logging.WARNING):
-        parsed = parse_options(options, streaming=True)
+        parsed = SourceOptions.parse(options, streaming=True)
     assert parsed.avro is not None and parsed.avro.permissive
     assert "unknown option" not in caplog.text

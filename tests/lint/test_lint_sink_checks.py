@@ -14,7 +14,6 @@ from connectors.policy import (
     SinkConfigError,
     Timing,
     check_sink_config,
-    checked_sink_config,
     raise_for_errors,
     run_rules,
 )
@@ -77,53 +76,6 @@ def test_error_is_a_picklable_project_config_error():
 
 def test_docstring_example():
     assert doctest.testmod(connectors.policy.sink_checks).failed == 0
-
-
-# A drop-in sets no transaction timeout: librdkafka's 1 min would fail EOS002, so the sink
-# chooses one from the brokers' maximum and the timing options, and checks it like a user's.
-NO_TIMEOUT = {"transactional.id": "orders-v1-0"}
-SLOW = Timing(max_batch_duration_ms=600_000)  # needs 2 x (10 s + 10 min + 5 min) = 30m20s
-
-
-@pytest.mark.parametrize(
-    ("broker", "timing", "chosen"),
-    [
-        ({}, Timing(), "900000"),  # Kafka's default maximum, 15 min: above the 12m20s needed
-        ({"transaction.max.timeout.ms": "3600000"}, Timing(), "900000"),  # no longer stalls
-        ({"transaction.max.timeout.ms": "3600000"}, SLOW, "1820000"),  # what EOS002 needs
-        ({"transaction.max.timeout.ms": "2000000"}, SLOW, "1820000"),
-    ],
-)
-def test_without_a_timeout_the_sink_chooses_one_that_passes(broker, timing, chosen):
-    config = checked_sink_config(NO_TIMEOUT, broker, timing)
-    assert config == {**NO_TIMEOUT, "transaction.timeout.ms": chosen}
-    assert check_sink_config(config, broker, timing) == []
-
-
-@pytest.mark.parametrize(
-    ("broker", "timing"),
-    [({"transaction.max.timeout.ms": "600000"}, Timing()), ({}, SLOW)],
-)
-def test_when_no_timeout_the_brokers_allow_passes_the_error_says_it_was_chosen(broker, timing):
-    with pytest.raises(SinkConfigError) as caught:
-        checked_sink_config(NO_TIMEOUT, broker, timing)
-    [finding] = caught.value.findings
-    assert finding.rule == "EOS002"
-    maximum = broker.get("transaction.max.timeout.ms", "900000")
-    assert f"producer transaction.timeout.ms={maximum} (" in finding.message
-    assert "chosen by the kafka-eos sink from the brokers' transaction.max.timeout.ms" in (
-        finding.message
-    )
-    assert "raise the brokers' transaction.max.timeout.ms" in finding.fix
-
-
-def test_a_timeout_the_user_set_is_kept_and_checked():
-    user = {**NO_TIMEOUT, "transaction.timeout.ms": "60000"}
-    with pytest.raises(SinkConfigError) as caught:
-        checked_sink_config(user, {}, Timing())
-    assert "chosen by" not in str(caught.value)  # the user's own value
-    kept = {**NO_TIMEOUT, "transaction.timeout.ms": 800_000}
-    assert checked_sink_config(kept, {}, Timing()) == kept
 
 
 def test_a_pipeline_files_sink_section_is_linted_as_the_sink_runs():

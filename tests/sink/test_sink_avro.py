@@ -10,7 +10,9 @@ import pytest
 from pyspark.sql.types import StringType, StructField, StructType
 
 import connectors.spark.sink as spark_sink
-from connectors.kafka.sink.options import SinkOptionError, SinkOptions
+from connectors.kafka.sink.errors import SinkOptionError
+from connectors.kafka.sink.options import SinkOptions
+from connectors.kafka.sink.tasks import with_schema_files
 
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "x", "type": "string"}]}
 COLUMNS = StructType([StructField("value", StructType([StructField("x", StringType())]))])
@@ -52,8 +54,8 @@ def test_schema_files_are_read_on_the_driver_after_recovery(tmp_path) -> None:
     path.write_text(json.dumps(SCHEMA))
     sink = SinkOptions.parse(options(tmp_path, valueSchemaFile=str(path)))
     assert sink.avro[0].schema is None, "not read while the options are parsed"
-    read = spark_sink.with_schema_files(sink)
+    read = with_schema_files(sink)
     assert read.avro[0].schema is not None and read.avro[0].schema_file is None
     path.unlink()
     with pytest.raises(SinkOptionError, match=r"valueSchemaFile=.*cannot read"):
-        spark_sink.with_schema_files(sink)
+        with_schema_files(sink)

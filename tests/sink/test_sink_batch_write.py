@@ -19,11 +19,17 @@ from checkpoint.model import Committable, Snapshot
 from checkpoint.store import SnapshotStore
 from checkpoint.testing import InMemoryBroker, InMemoryParticipant, TransactionState
 from checkpoint.two_phase_commit import TwoPhaseCommit
-from connectors.kafka.sink.errors import AlreadyWrittenError, DecidedWrite, PreCommitLostError
+from connectors.kafka.sink.commit_path import BATCH_WRITE_PLAN, refuse_batch_write_location
+from connectors.kafka.sink.errors import (
+    AlreadyWrittenError,
+    DecidedWrite,
+    PreCommitLostError,
+    SinkOptionError,
+)
 from connectors.kafka.sink.naming import named_for_prefix
-from connectors.kafka.sink.options import ExactlyOnceOptions, SinkOptionError, SinkOptions
+from connectors.kafka.sink.options import ExactlyOnceOptions, SinkOptions
 from connectors.spark.batch_sink import ExactlyOnceBatchWriter, batch_write_naming, batch_writer
-from connectors.spark.sink import BATCH_WRITE_PLAN, KafkaCommitMessage, refuse_batch_write_location
+from connectors.spark.sink import KafkaCommitMessage
 
 VALUES = StructType([StructField("value", StringType())])
 

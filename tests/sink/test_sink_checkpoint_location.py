@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 
 from checkpoint.errors import ConfigError
-from connectors.kafka.sink.options import ExactlyOnceOptions
-from connectors.spark.sink import spark_plan_of, spark_query_id
+from connectors.spark.query_log import spark_plan_of, spark_query_id
 
 
-def _sink(location: str) -> ExactlyOnceOptions:
-    return ExactlyOnceOptions(location, "q")
+def _sink(location: str) -> str:
+    return location
 
 
 def test_the_batch_spark_logged_is_seen(tmp_path: Path) -> None:

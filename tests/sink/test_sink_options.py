@@ -13,11 +13,11 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from checkpoint.errors import ConfigError
+from connectors.kafka.sink.errors import SinkOptionError
 from connectors.kafka.sink.naming import derived_prefix
 from connectors.kafka.sink.options import (
     DeliveryGuarantee,
     ExactlyOnceOptions,
-    SinkOptionError,
     SinkOptions,
     decision_location,
 )

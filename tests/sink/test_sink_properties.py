@@ -84,7 +84,7 @@ from checkpoint.store import SnapshotStore
 from checkpoint.testing import ManualClock
 from checkpoint.two_phase_commit import TwoPhaseCommit
 from connectors.kafka import coordinators, fence, transactions
-from connectors.kafka.sink import owners
+from connectors.kafka.sink import commit_path, owners
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import (
     CommitUndeterminedError,
@@ -214,9 +214,9 @@ class SparkOnModelKafka(RuleBasedStateMachine):
             mock.patch.object(spark_sink, "spark_query_id", lambda sink: "query-1"),
             mock.patch.object(spark_sink, "spark_plan_of", lambda sink, n: f"offsets-{n}"),
             mock.patch.object(spark_sink, "current_task", lambda: machine.task),
-            mock.patch.object(spark_sink, "SnapshotStore", machine.store),
+            mock.patch.object(commit_path, "SnapshotStore", machine.store),
             mock.patch.object(
-                spark_sink, "KafkaCommitter", functools.partial(KafkaCommitter, wall_clock=clock)
+                commit_path, "KafkaCommitter", functools.partial(KafkaCommitter, wall_clock=clock)
             ),
             self._admin_network(machine._request_step, machine._observe_request),
             mock.patch.object(

@@ -8,9 +8,9 @@ from unittest import mock
 
 import pytest
 
-from connectors.policy import LiveClusterError
+from connectors.kafka.sink import startup
+from connectors.policy import LiveClusterError, SinkConfigError, check_sink_config
 from connectors.policy.inputs import Timing
-from connectors.spark import sink as spark_sink
 
 PRODUCER = (("bootstrap.servers", "k:9092"),)
 
@@ -32,15 +32,15 @@ class Brokers:
 
 @pytest.fixture
 def clock() -> mock.Mock:
-    with mock.patch.dict(spark_sink._passed, clear=True):
+    with mock.patch.dict(startup._passes, clear=True):
         clock = mock.Mock(return_value=1_000.0)
-        with mock.patch.object(spark_sink.time, "monotonic", clock):
+        with mock.patch.object(startup.time, "monotonic", clock):
             yield clock
 
 
 def chosen(brokers: Brokers) -> int:
-    with mock.patch.object(spark_sink, "read_cluster", brokers):
-        checked = dict(spark_sink._checked("k:9092", PRODUCER, Timing()))
+    with mock.patch.object(startup, "read_cluster", brokers):
+        checked = dict(startup._checked_producer("k:9092", PRODUCER, Timing()))
     return int(checked["transaction.timeout.ms"])
 
 
@@ -49,7 +49,7 @@ def test_a_pass_stands_for_the_refresh_period_then_the_brokers_are_read_again(
 ) -> None:
     brokers = Brokers(900_000, 800_000)
     assert chosen(brokers) == 900_000
-    clock.return_value += spark_sink._CHECK_REFRESH_S - 1
+    clock.return_value += startup.CHECK_REFRESH_S - 1
     assert chosen(brokers) == 900_000 and brokers.reads == 1  # every batch, no request
     clock.return_value += 2
     assert chosen(brokers) == 800_000 and brokers.reads == 2  # a lowered maximum is seen
@@ -60,10 +60,10 @@ def test_brokers_that_cannot_be_read_again_leave_the_last_pass_standing(
 ) -> None:
     brokers = Brokers(900_000, LiveClusterError("cluster k:9092: timed out"), 800_000)
     assert chosen(brokers) == 900_000
-    clock.return_value += spark_sink._CHECK_REFRESH_S + 1
+    clock.return_value += startup.CHECK_REFRESH_S + 1
     assert chosen(brokers) == 900_000 and brokers.reads == 2
     # The failed read renewed the pass: the next batches do not each wait for the brokers.
-    clock.return_value += spark_sink._CHECK_REFRESH_S - 1
+    clock.return_value += startup.CHECK_REFRESH_S - 1
     assert chosen(brokers) == 900_000 and brokers.reads == 2
     clock.return_value += 2
     assert chosen(brokers) == 800_000 and brokers.reads == 3
@@ -72,3 +72,50 @@ def test_brokers_that_cannot_be_read_again_leave_the_last_pass_standing(
 def test_brokers_that_cannot_be_read_at_the_first_check_fail_it(clock: mock.Mock) -> None:
     with pytest.raises(LiveClusterError, match="timed out"):
         chosen(Brokers(LiveClusterError("cluster k:9092: timed out")))
+
+
+# A drop-in sets no transaction timeout: librdkafka's 1 min would fail EOS002, so the sink
+# chooses one from the brokers' maximum and the timing options, and checks it like a user's.
+NO_TIMEOUT = {"transactional.id": "orders-v1-0"}
+SLOW = Timing(max_batch_duration_ms=600_000)  # needs 2 x (10 s + 10 min + 5 min) = 30m20s
+
+
+@pytest.mark.parametrize(
+    ("broker", "timing", "chosen"),
+    [
+        ({}, Timing(), "900000"),  # Kafka's default maximum, 15 min: above the 12m20s needed
+        ({"transaction.max.timeout.ms": "3600000"}, Timing(), "900000"),  # no longer stalls
+        ({"transaction.max.timeout.ms": "3600000"}, SLOW, "1820000"),  # what EOS002 needs
+        ({"transaction.max.timeout.ms": "2000000"}, SLOW, "1820000"),
+    ],
+)
+def test_without_a_timeout_the_sink_chooses_one_that_passes(broker, timing, chosen):
+    config = startup.producer_as_run(NO_TIMEOUT, broker, timing)
+    assert config == {**NO_TIMEOUT, "transaction.timeout.ms": chosen}
+    assert check_sink_config(config, broker, timing) == []
+
+
+@pytest.mark.parametrize(
+    ("broker", "timing"),
+    [({"transaction.max.timeout.ms": "600000"}, Timing()), ({}, SLOW)],
+)
+def test_when_no_timeout_the_brokers_allow_passes_the_error_says_it_was_chosen(broker, timing):
+    with pytest.raises(SinkConfigError) as caught:
+        startup.producer_as_run(NO_TIMEOUT, broker, timing)
+    [finding] = caught.value.findings
+    assert finding.rule == "EOS002"
+    maximum = broker.get("transaction.max.timeout.ms", "900000")
+    assert f"producer transaction.timeout.ms={maximum} (" in finding.message
+    assert "chosen by the kafka-eos sink from the brokers' transaction.max.timeout.ms" in (
+        finding.message
+    )
+    assert "raise the brokers' transaction.max.timeout.ms" in finding.fix
+
+
+def test_a_timeout_the_user_set_is_kept_and_checked():
+    user = {**NO_TIMEOUT, "transaction.timeout.ms": "60000"}
+    with pytest.raises(SinkConfigError) as caught:
+        startup.producer_as_run(user, {}, Timing())
+    assert "chosen by" not in str(caught.value)  # the user's own value
+    kept = {**NO_TIMEOUT, "transaction.timeout.ms": 800_000}
+    assert startup.producer_as_run(kept, {}, Timing()) == kept

@@ -7,13 +7,13 @@ from confluent_kafka import KafkaError
 
 from connectors.kafka.source.client import consumer_config, is_transient
 from connectors.kafka.source.errors import SourceOptionError
-from connectors.kafka.source.options import parse_options
+from connectors.kafka.source.options import SourceOptions
 
 BASE = {"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"}
 
 
 def parse(**extra: str) -> object:
-    return parse_options({**BASE, **extra}, streaming=True)
+    return SourceOptions.parse({**BASE, **extra}, streaming=True)
 
 
 def error_of(**extra: str) -> str:

@@ -14,7 +14,7 @@ from connectors.kafka.source import client as source_client
 from connectors.kafka.source.errors import KafkaSourceError
 from connectors.kafka.source.offset_reader import KafkaOffsetReader
 from connectors.kafka.source.offsets import PartitionKey
-from connectors.kafka.source.options import parse_options
+from connectors.kafka.source.options import SourceOptions
 
 
 class FakeConsumer(DescribesTopics):
@@ -61,7 +61,7 @@ def _quick_confirmation(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def reader(consumer: FakeConsumer, **options: str) -> KafkaOffsetReader:
     opts = {"kafka.bootstrap.servers": "k:9092", "kafka.default.api.timeout.ms": "3000"}
-    kafka = KafkaOffsetReader(parse_options({**opts, **options}, streaming=True), "g")
+    kafka = KafkaOffsetReader(SourceOptions.parse({**opts, **options}, streaming=True), "g")
     kafka._consumer = consumer  # type: ignore[assignment]
     kafka._admin_client = consumer  # type: ignore[assignment]
     return kafka

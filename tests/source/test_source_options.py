@@ -12,21 +12,21 @@ from connectors.kafka.source.errors import SourceOptionError
 from connectors.kafka.source.options import (
     BoundKind,
     BoundSide,
+    SourceOptions,
     Subscription,
     SubscriptionKind,
-    parse_options,
 )
 
 BASE = {"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"}
 
 
 def parse(streaming: bool = True, **extra: str) -> object:
-    return parse_options({**BASE, **extra}, streaming=streaming)
+    return SourceOptions.parse({**BASE, **extra}, streaming=streaming)
 
 
 def error_of(streaming: bool = True, base: dict[str, str] = BASE, **extra: str) -> str:
     with pytest.raises(SourceOptionError) as caught:
-        parse_options({**base, **extra}, streaming=streaming)
+        SourceOptions.parse({**base, **extra}, streaming=streaming)
     return str(caught.value)
 
 
@@ -45,7 +45,7 @@ def test_defaults_match_spark_except_isolation_level() -> None:
 
 
 def test_option_names_are_case_insensitive() -> None:
-    opts = parse_options(
+    opts = SourceOptions.parse(
         {
             "KAFKA.BOOTSTRAP.SERVERS": "k:9092",
             "SubscribePattern": "ord.*",
@@ -60,9 +60,11 @@ def test_option_names_are_case_insensitive() -> None:
 def test_subscriptions() -> None:
     assert parse().subscription.kind is SubscriptionKind.SUBSCRIBE
     assert parse().subscription.topics == ("orders",)
-    opts = parse_options({"kafka.bootstrap.servers": "k", "subscribe": " b, a ,,a"}, streaming=True)
+    opts = SourceOptions.parse(
+        {"kafka.bootstrap.servers": "k", "subscribe": " b, a ,,a"}, streaming=True
+    )
     assert opts.subscription.topics == ("a", "b")
-    assign = parse_options(
+    assign = SourceOptions.parse(
         {"kafka.bootstrap.servers": "k", "assign": '{"t": [1, 0], "u": [2]}'}, streaming=True
     )
     assert assign.subscription.kind is SubscriptionKind.ASSIGN

@@ -14,7 +14,7 @@ from connectors.kafka.client_pool import ConsumerPool
 from connectors.kafka.source import client as source_client
 from connectors.kafka.source import range_reader
 from connectors.kafka.source.errors import DataLossError, KafkaSourceError
-from connectors.kafka.source.options import parse_options
+from connectors.kafka.source.options import SourceOptions
 from connectors.kafka.source.range_reader import _RangeRead
 from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark.compat import arrow_schema
@@ -114,7 +114,7 @@ def error(code: int) -> FakeMessage:
 
 def read(consumer: FakeConsumer, start: int, end: int, **options: str) -> list[int]:
     opts = {**BASE, "kafkaConsumer.pollTimeoutMs": "300", **options}
-    parsed = parse_options(opts, streaming=True)
+    parsed = SourceOptions.parse(opts, streaming=True)
     schema = arrow_schema(source_schema(opts))
     read = _RangeRead(consumer, OffsetRange("t", 0, start, end), parsed, schema)  # type: ignore[arg-type]
     return [o for batch in read.batches() for o in batch.column("offset").to_pylist()]
@@ -291,7 +291,7 @@ def read_range_of(
     schema = arrow_schema(source_schema(opts))
     batches = range_reader.read_range(
         OffsetRange("t", 0, 0, 9),
-        parse_options(opts, streaming=True),
+        SourceOptions.parse(opts, streaming=True),
         "g",
         schema,
         pool=ConsumerPool(capacity=0),
@@ -354,7 +354,7 @@ def read_with_marks(
     consumer: FakeConsumer, marks: Marks, start: int, end: int, **options: str
 ) -> list[int]:
     opts = {**BASE, "kafkaConsumer.pollTimeoutMs": "600000", **options}
-    parsed = parse_options(opts, streaming=True)
+    parsed = SourceOptions.parse(opts, streaming=True)
     schema = arrow_schema(source_schema(opts))
     read = _RangeRead(
         consumer,  # type: ignore[arg-type]

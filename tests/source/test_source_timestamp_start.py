@@ -17,7 +17,7 @@ from kafka_metadata import DescribesTopics, FakeMetadata, FakeTopic
 from connectors.kafka.source.errors import SourceOptionError
 from connectors.kafka.source.offset_reader import KafkaOffsetReader, start_by_timestamp
 from connectors.kafka.source.offsets import PartitionKey
-from connectors.kafka.source.options import parse_options
+from connectors.kafka.source.options import SourceOptions
 
 T = 1_000_000
 
@@ -81,7 +81,7 @@ def reader(
         "startingTimestamp": str(T),
         **options,
     }
-    parsed = parse_options(opts, streaming=streaming)
+    parsed = SourceOptions.parse(opts, streaming=streaming)
     kafka = KafkaOffsetReader(parsed, "g")
     committed = TimedConsumer(log, parsed.isolation_level)
     uncommitted = TimedConsumer(log, "read_uncommitted")

@@ -11,6 +11,7 @@ from enum import Enum
 from checkpoint.errors import KafkaEosError
 from checkpoint.store import canonical_location
 from connectors.kafka.sink.owners import Entry, Registration
+from connectors.options import OptionError
 
 _TIMEOUT_FIX = (
     "Raise the producer's transaction.timeout.ms (option kafka.transaction.timeout.ms, at most "
@@ -18,6 +19,13 @@ _TIMEOUT_FIX = (
     "restart time, and check that no other job uses the same transactionalIdPrefix "
     "(`kafka-eos lint` and `kafka-eos txn list` help)."
 )
+
+
+class SinkOptionError(OptionError):
+    """A sink option is missing, malformed or contradicts another one."""
+
+    code = "KAFKA_EOS.SINK.INVALID_OPTION"
+    side = "sink"
 
 
 class PreCommitLostError(KafkaEosError):

@@ -24,9 +24,10 @@ from typing import Any
 from connectors.avro.options import AvroColumn, avro_columns
 from connectors.kafka.client_check import checked_client_config
 from connectors.kafka.client_config import kafka_python_config
-from connectors.kafka.key_policy import SINK, SPARK_KAFKA_OPTIONS
+from connectors.kafka.sink.errors import SinkOptionError
 from connectors.kafka.sink.naming import derived_prefix
-from connectors.options import OptionError, OptionReader
+from connectors.kafka_keys import SINK, SPARK_KAFKA_OPTIONS
+from connectors.options import OptionReader
 from connectors.policy.inputs import Timing
 
 _log = logging.getLogger(__name__)
@@ -49,13 +50,6 @@ _OPTIONS = (
     "commitTimeoutMs",
     *(f"{side}{name}" for side in ("key", "value") for name in _AVRO_OPTIONS),
 )
-
-
-class SinkOptionError(OptionError):
-    """A sink option is missing, malformed or contradicts another one."""
-
-    code = "KAFKA_EOS.SINK.INVALID_OPTION"
-    side = "sink"
 
 
 class DeliveryGuarantee(StrEnum):
@@ -126,7 +120,7 @@ class SinkOptions:
             )
         exactly_once = None
         if guarantee == DeliveryGuarantee.EXACTLY_ONCE:
-            exactly_once = _exactly_once(read, batch)
+            exactly_once = _exactly_once(read, prefix, batch)
         avro = avro_columns(read, SinkOptionError, source=False)
         topic = read.get("topic") or None
         if topic is None and any(column.registry is not None for column in avro):
@@ -163,7 +157,7 @@ class SinkOptions:
             )
 
 
-def _exactly_once(read: OptionReader, batch: bool) -> ExactlyOnceOptions:
+def _exactly_once(read: OptionReader, prefix: str | None, batch: bool) -> ExactlyOnceOptions:
     """The checkpoint location is required; the prefix is derived from it when not given."""
     checkpoint_location = read.get("checkpointLocation") or None
     if checkpoint_location is None and batch:
@@ -186,7 +180,6 @@ def _exactly_once(read: OptionReader, batch: bool) -> ExactlyOnceOptions:
             ".writeStream.option('checkpointLocation', '<path or URI>'). The session setting "
             "spark.sql.streaming.checkpointLocation is not visible to Python sinks",
         )
-    prefix = read.get("transactionalIdPrefix")
     if prefix is None:
         return ExactlyOnceOptions(checkpoint_location, derived_prefix(checkpoint_location), True)
     if not _STABLE_PREFIX.fullmatch(prefix):

@@ -1,30 +1,22 @@
-"""The source's Kafka client: which ``kafka.*`` options reach librdkafka, and the consumer.
-
-Spark passes ``kafka.*`` options to the Java consumer; here they go to librdkafka
-(confluent-kafka) without the prefix, so they must use librdkafka's names. Keys that Spark
-rejects, keys the source must own, and Java-only keys that librdkafka lacks fail up front,
-each with what to use instead (:mod:`connectors.kafka.key_policy`).
-
->>> librdkafka_config({"kafka.security.protocol": "SSL", "kafka.group.id": "g", "subscribe": "t"})
-{'security.protocol': 'SSL'}
-"""
+"""The source's Kafka clients: the assign-only consumer and the driver's admin, built from
+the ``kafka.*`` options that parsing let through (:meth:`SourceOptions.parse`), and the
+checks that a partition is really gone."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from checkpoint.deadline import Clock, Deadline
-from connectors.kafka.client_check import checked_client_config
 from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
-from connectors.kafka.key_policy import SOURCE
 from connectors.kafka.source.errors import SourceOptionError
 from connectors.kafka.source.offsets import PartitionKey, describe
+from connectors.kafka_keys import SOURCE
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import ClusterMetadata
@@ -68,12 +60,6 @@ _GONE_ONE_BROKER_S = 30.0
 # Since when each key has been found absent at every check in this process without a second
 # broker to agree (a key shown present at any check is forgotten).
 _absent_since: dict[PartitionKey, float] = {}
-
-
-def librdkafka_config(opts: Mapping[str, str]) -> dict[str, str]:
-    """``kafka.*`` options (lower-cased keys) without the prefix, minus the source's own, as
-    the key policy and librdkafka accept them (:mod:`connectors.kafka.client_check`)."""
-    return checked_client_config(opts, SOURCE, "consumer", SourceOptionError)
 
 
 def consumer_config(options: SourceOptions, group_id: str) -> dict[str, object]:

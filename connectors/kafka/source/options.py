@@ -5,8 +5,8 @@ Single options are checked where they are read, with the project's one option gr
 error names the option, the value seen and the fix. Option names are case-insensitive, as in
 Spark (which hands them over lower-cased).
 
->>> opts = parse_options({"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"},
-...                      streaming=True)
+>>> opts = SourceOptions.parse({"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"},
+...                            streaming=True)
 >>> opts.starting.side, opts.starting.kind, opts.isolation_level
 (<BoundSide.START: 'start'>, <BoundKind.LATEST: 'latest'>, 'read_committed')
 """
@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from connectors.avro.options import AvroColumn, avro_columns
-from connectors.kafka.key_policy import SPARK_KAFKA_OPTIONS
-from connectors.kafka.source.client import librdkafka_config
+from connectors.kafka.client_check import checked_client_config
 from connectors.kafka.source.errors import SourceOptionError
 from connectors.kafka.source.offsets import (
     EARLIEST,
@@ -32,6 +31,7 @@ from connectors.kafka.source.offsets import (
     parse_assign,
     parse_offsets_option,
 )
+from connectors.kafka_keys import SOURCE, SPARK_KAFKA_OPTIONS
 from connectors.options import OptionReader, is_digits, near_miss
 
 _log = logging.getLogger(__name__)
@@ -179,39 +179,42 @@ class SourceOptions:
     client_config: dict[str, str] = field(default_factory=dict)  # librdkafka keys
     avro: AvroReading | None = None  # key or value read as Avro
 
-
-def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    """Validate the user's options for a streaming (``readStream``) or batch (``read``) query."""
-    read = OptionReader.of(options, SourceOptionError)
-    opts = read.options
-    client = librdkafka_config(opts)
-    read.check_names(_OPTIONS, tolerated=SPARK_KAFKA_OPTIONS, log=_log)
-    parsed = SourceOptions(
-        bootstrap_servers=read.required("kafka.bootstrap.servers", "host1:9092,host2:9092"),
-        subscription=_subscription(opts),
-        starting=_starting(opts, streaming),
-        ending=_ending(opts, streaming),
-        timestamp_strategy=read.choice("startingOffsetsByTimestampStrategy", ("error", "latest")),
-        max_offsets_per_trigger=read.positive_int("maxOffsetsPerTrigger"),
-        min_offsets_per_trigger=read.positive_int("minOffsetsPerTrigger"),
-        max_trigger_delay_s=read.duration_ms("maxTriggerDelay", "15m") / 1000,
-        min_partitions=read.positive_int("minPartitions"),
-        max_records_per_partition=read.positive_int("maxRecordsPerPartition"),
-        fail_on_data_loss=read.boolean("failOnDataLoss", True),
-        include_headers=read.boolean("includeHeaders", False),
-        group_id=opts.get("kafka.group.id"),
-        group_id_prefix=opts.get("groupidprefix", "spark-kafka-source"),
-        isolation_level=read.choice(
-            "kafka.isolation.level", ("read_committed", "read_uncommitted")
-        ),
-        poll_timeout_s=(read.positive_int("kafkaConsumer.pollTimeoutMs") or 120_000) / 1000,
-        api_timeout_s=(read.positive_int("kafka.default.api.timeout.ms") or 60_000) / 1000,
-        client_config=client,
-        avro=_avro(read),
-    )
-    _sanity_check(parsed, opts)
-    _check_unused_retry_options(read)
-    return parsed
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+        """Validate the user's options for a streaming (``readStream``) or batch (``read``)
+        query: the source's one entry point, as :meth:`SinkOptions.parse` is the sink's."""
+        read = OptionReader.of(options, SourceOptionError)
+        opts = read.options
+        client = checked_client_config(opts, SOURCE, "consumer", SourceOptionError)
+        read.check_names(_OPTIONS, tolerated=SPARK_KAFKA_OPTIONS, log=_log)
+        parsed = cls(
+            bootstrap_servers=read.required("kafka.bootstrap.servers", "host1:9092,host2:9092"),
+            subscription=_subscription(opts),
+            starting=_starting(opts, streaming),
+            ending=_ending(opts, streaming),
+            timestamp_strategy=read.choice(
+                "startingOffsetsByTimestampStrategy", ("error", "latest")
+            ),
+            max_offsets_per_trigger=read.positive_int("maxOffsetsPerTrigger"),
+            min_offsets_per_trigger=read.positive_int("minOffsetsPerTrigger"),
+            max_trigger_delay_s=read.duration_ms("maxTriggerDelay", "15m") / 1000,
+            min_partitions=read.positive_int("minPartitions"),
+            max_records_per_partition=read.positive_int("maxRecordsPerPartition"),
+            fail_on_data_loss=read.boolean("failOnDataLoss", True),
+            include_headers=read.boolean("includeHeaders", False),
+            group_id=opts.get("kafka.group.id"),
+            group_id_prefix=opts.get("groupidprefix", "spark-kafka-source"),
+            isolation_level=read.choice(
+                "kafka.isolation.level", ("read_committed", "read_uncommitted")
+            ),
+            poll_timeout_s=(read.positive_int("kafkaConsumer.pollTimeoutMs") or 120_000) / 1000,
+            api_timeout_s=(read.positive_int("kafka.default.api.timeout.ms") or 60_000) / 1000,
+            client_config=client,
+            avro=_avro(read),
+        )
+        _sanity_check(parsed, opts)
+        _check_unused_retry_options(read)
+        return parsed
 
 
 def parse_avro(options: Mapping[str, str]) -> AvroReading | None:

@@ -66,8 +66,8 @@ from collections.abc import Iterator
 from connectors.options import format_duration
 from connectors.policy.context import LintContext
 from connectors.policy.findings import Finding
-from connectors.policy.kafka_eos_sink import SAFETY_FACTOR
 from connectors.policy.rule import RuleMeta
+from connectors.transaction_timeout import SAFETY_FACTOR
 
 RULE = RuleMeta(
     id="EOS002",

@@ -57,8 +57,8 @@ from collections.abc import Iterator
 from connectors.options import format_duration
 from connectors.policy.context import LintContext
 from connectors.policy.findings import Finding
-from connectors.policy.kafka_eos_sink import STALL_LIMIT_MS
 from connectors.policy.rule import RuleMeta
+from connectors.transaction_timeout import STALL_LIMIT_MS
 
 RULE = RuleMeta(
     id="EOS003",

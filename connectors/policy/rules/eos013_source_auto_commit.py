@@ -61,7 +61,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from connectors.policy import kafka_eos_source
 from connectors.policy.context import LintContext
 from connectors.policy.findings import Finding
 from connectors.policy.rule import RuleMeta
@@ -70,7 +69,7 @@ RULE = RuleMeta(id="EOS013", name="source-auto-commit", severity="warning")
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
-    yield from kafka_eos_source.refused_option_findings(RULE, ctx, "enable.auto.commit")
+    yield from RULE.refused_source_option(ctx, "enable.auto.commit")
     if ctx.source is None:
         return
     auto_commit = ctx.source.get("enable.auto.commit")

@@ -62,7 +62,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from connectors.policy import kafka_eos_source
 from connectors.policy.context import LintContext, Setting
 from connectors.policy.findings import Finding
 from connectors.policy.rule import RuleMeta
@@ -74,8 +73,8 @@ _LOUD = {"java": "none", "librdkafka": "error"}
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
-    yield from kafka_eos_source.refused_option_findings(
-        RULE, ctx, "auto.offset.reset", ", so a missing offset never silently skips"
+    yield from RULE.refused_source_option(
+        ctx, "auto.offset.reset", ", so a missing offset never silently skips"
     )
     if ctx.source is not None:
         reset = ctx.source.get("auto.offset.reset")

@@ -5,7 +5,7 @@
 A `sink:` or `source:` section sets a `kafka.*` key of the Java client that librdkafka
 lacks (`kafka.max.request.size`, `kafka.sasl.jaas.config`, `kafka.ssl.truststore.location`,
 ...). Both connectors read such keys through one table
-(`connectors/kafka/key_policy.py`, listed in docs/options.md): a key with a librdkafka
+(`connectors/kafka_keys.py`, listed in docs/options.md): a key with a librdkafka
 equivalent is translated (a warning, saying what it becomes); one without is refused when
 the query starts (an error, naming the key to use instead).
 
@@ -59,11 +59,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from connectors.kafka.key_policy import JAVA_KEYS, KeyRefused, java_translation
+from connectors.kafka_keys import JAVA_KEYS, KeyRefused, java_translation
+from connectors.policy.connector_models import SINK_NAME, SOURCE_NAME
 from connectors.policy.context import ClientView, LintContext, Setting
 from connectors.policy.findings import Finding
-from connectors.policy.kafka_eos_sink import NAME as SINK_NAME
-from connectors.policy.kafka_eos_source import NAME as SOURCE_NAME
 from connectors.policy.rule import RuleMeta
 from connectors.redact import redact_value
 

@@ -1,5 +1,5 @@
 """EOS018: Java-client keys in a kafka-eos sink or source section, read from a pipeline file
-as the connectors read them (connectors/kafka/key_policy.py)."""
+as the connectors read them (connectors/kafka_keys.py)."""
 
 import pytest
 from click.testing import Result

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.key_policy import JAVA_KEYS, SINK, SOURCE, KeyRefused, java_keys_table
-from connectors.kafka.sink.options import SinkOptionError, SinkOptions
+from connectors.kafka.sink.errors import SinkOptionError
+from connectors.kafka.sink.options import SinkOptions
 from connectors.kafka.source.errors import SourceOptionError
-from connectors.kafka.source.options import parse_options
+from connectors.kafka.source.options import SourceOptions
+from connectors.kafka_keys import JAVA_KEYS, SINK, SOURCE, KeyRefused, java_keys_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SINK_BASE = {
@@ -45,7 +46,7 @@ def both_errors(**kafka: str) -> tuple[str, str]:
     with pytest.raises(SinkOptionError) as sink:
         SinkOptions.parse({**SINK_BASE, **options})
     with pytest.raises(SourceOptionError) as source:
-        parse_options({**SOURCE_BASE, **options}, streaming=True)
+        SourceOptions.parse({**SOURCE_BASE, **options}, streaming=True)
     return sink.value.fix, source.value.fix
 
 
@@ -86,7 +87,7 @@ def test_java_keys_with_an_equivalent_are_translated_on_both_sides(
     java: dict[str, str], settings: dict[str, str]
 ) -> None:
     assert sink_config(**java) == settings
-    source = parse_options(
+    source = SourceOptions.parse(
         {**SOURCE_BASE, **{f"kafka.{k}": v for k, v in java.items()}}, streaming=True
     )
     assert source.client_config == settings
@@ -163,10 +164,12 @@ def test_ill_typed_values_fail_at_parsing_naming_key_value_and_fix() -> None:
     assert "kafka.transaction.timeout.ms='abc'" in message
     assert "expected a number, in the property's unit" in message
     with pytest.raises(SourceOptionError) as source:
-        parse_options({**SOURCE_BASE, "kafka.enable.auto.commit.interval": "x"}, streaming=True)
+        SourceOptions.parse(
+            {**SOURCE_BASE, "kafka.enable.auto.commit.interval": "x"}, streaming=True
+        )
     assert "librdkafka has no property" in str(source.value)
     with pytest.raises(SourceOptionError) as flag:
-        parse_options({**SOURCE_BASE, "kafka.check.crcs": "maybe"}, streaming=True)
+        SourceOptions.parse({**SOURCE_BASE, "kafka.check.crcs": "maybe"}, streaming=True)
     assert "kafka.check.crcs='maybe'" in str(flag.value) and "true or false" in str(flag.value)
 
 

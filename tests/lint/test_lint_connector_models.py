@@ -1,18 +1,20 @@
-"""The kafka-eos source as the linter sees it: through librdkafka, with the settings it forces."""
+"""The kafka-eos connectors as the linter sees them: the source through librdkafka, with the
+settings it forces."""
 
-from connectors.kafka.source.options import SourceOptions, parse_options
-from connectors.policy import LintInput, kafka_eos_source
+from connectors.kafka.source.options import SourceOptions
+from connectors.policy import LintInput
+from connectors.policy.connector_models import SOURCE_CLIENT
 from connectors.policy.context import LintContext
 
 OPTIONS = {"kafka.bootstrap.servers": "k:9092", "subscribe": "orders"}
 
 
 def source_options() -> SourceOptions:
-    return parse_options(OPTIONS, streaming=True)
+    return SourceOptions.parse(OPTIONS, streaming=True)
 
 
 def test_the_source_reads_through_librdkafka_with_its_default_isolation():
-    assert kafka_eos_source.CLIENT == "librdkafka"
+    assert SOURCE_CLIENT == "librdkafka"
     assert source_options().isolation_level == "read_committed"
 
 

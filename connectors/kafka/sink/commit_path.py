@@ -1,0 +1,63 @@
+"""The exactly-once commit path of a query or a batch write, over the decisions kept at its
+checkpoint location: the Kafka committer under :class:`checkpoint.two_phase_commit.TwoPhaseCommit`.
+
+The Spark adapters (:mod:`connectors.spark.sink`, :mod:`connectors.spark.batch_sink`) build it
+afresh for each driver call, since Spark may make each call in another process, and turn its
+failures into the error a user must see first (:func:`first_unconfirmable`).
+"""
+
+from __future__ import annotations
+
+from checkpoint.errors import CheckpointCommitFailed, ConfigError
+from checkpoint.store import SnapshotStore
+from checkpoint.two_phase_commit import TwoPhaseCommit
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.errors import DecidedTransactionError, TransactionLostError
+from connectors.kafka.sink.naming import TransactionalIdNaming
+from connectors.kafka.sink.options import ExactlyOnceOptions, SinkOptions
+
+# A batch write (connectors.spark.batch_sink) is checkpoint 0 of its location, decided with a
+# plan that starts with this; a stream must never take it for its own batch 0.
+BATCH_WRITE_ID = 0
+BATCH_WRITE_PLAN = "spark-batch-write:"
+
+
+def exactly_once_protocol(
+    sink: SinkOptions, exactly_once: ExactlyOnceOptions, naming: TransactionalIdNaming
+) -> tuple[TwoPhaseCommit, KafkaCommitter]:
+    """The 2PC over the decisions at the checkpoint location, committing with ``naming``'s ids;
+    the caller closes the committer."""
+    committer = KafkaCommitter(
+        sink.producer_config,
+        naming,
+        sink.commit_timeout_s,
+        location=exactly_once.checkpoint_location,
+        prefix_derived=exactly_once.prefix_derived,
+    )
+    store = SnapshotStore(exactly_once.decision_location)
+    protocol = TwoPhaseCommit(store, committer, pipeline_id=naming.prefix, sweeps_lingering=True)
+    return protocol, committer
+
+
+def first_unconfirmable(exc: CheckpointCommitFailed, batch_id: int | None) -> Exception:
+    """A decided batch's transaction that cannot be confirmed as committed (lost, or
+    undetermined) must surface its own message, even when another transaction's failure (a
+    timeout) came first; a definite loss before an undetermined one. ``exc`` itself when
+    nothing decided is stuck."""
+    stuck = [e for e in exc.errors if isinstance(e, DecidedTransactionError)]
+    if not stuck:
+        return exc
+    first = next((e for e in stuck if isinstance(e, TransactionLostError)), stuck[0])
+    return first.in_batch(exc.checkpoint_id if batch_id is None else batch_id, exc.failed)
+
+
+def refuse_batch_write_location(store: SnapshotStore, location: str) -> None:
+    """A stream must not start on a batch write's location: it would take the write's
+    decision for its own batch 0 and skip that batch's rows."""
+    recorded = store.get(BATCH_WRITE_ID)
+    if recorded is not None and (recorded.plan or "").startswith(BATCH_WRITE_PLAN):
+        raise ConfigError(
+            f"option 'checkpointLocation' = {location!r} holds the decision of a batch write "
+            "(df.write.format('kafka-eos')), not of this stream: give the stream a "
+            "checkpoint location of its own"
+        )
