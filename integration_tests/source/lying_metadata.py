@@ -177,7 +177,9 @@ class _LyingStreamReader(KafkaStreamReader):
     def __init__(self, options: Mapping[str, str], schema: StructType, lies: dict) -> None:
         super().__init__(options, schema)
         self._lies = lies
-        self._kafka = _LyingOffsetReader(self._kafka, lies["topic"], lies.get("driver"))
+        self._planner.kafka = _LyingOffsetReader(
+            self._planner.kafka, lies["topic"], lies.get("driver")
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         real = range_reader.open_consumer

@@ -7,10 +7,10 @@ import pytest
 from kafka_metadata import FakeCluster
 
 from connectors.kafka.source import client as source_client
+from connectors.kafka.source import planner
 from connectors.kafka.source.errors import SourceOptionError
 from connectors.kafka.source.offset_reader import KafkaOffsetReader
 from connectors.kafka.source.ranges import OffsetRange
-from connectors.spark import source
 from connectors.spark.source import KafkaBatchReader, source_schema
 
 
@@ -27,7 +27,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
         def _admin(self) -> FakeCluster:  # type: ignore[override]
             return fake
 
-    monkeypatch.setattr(source, "KafkaOffsetReader", OverFake)
+    monkeypatch.setattr(planner, "KafkaOffsetReader", OverFake)
     return fake
 
 

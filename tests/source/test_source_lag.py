@@ -116,7 +116,8 @@ def test_the_stream_reader_warns_of_a_pinned_lso_but_reports_the_lso(
 ) -> None:
     stream, fake = reader({T0: 5})
     clock = Clock()
-    stream._pinned = PinnedLso(stream._threshold_s, clock=clock)  # every 10 s at most
+    planner = stream._planner
+    planner._pinned = PinnedLso(planner._threshold_s, clock=clock)  # every 10 s at most
     fake.high_offsets = {T0: 9}
     start = {"t": {"0": 0}}
     with caplog.at_level(logging.WARNING, logger="connectors.spark.source"):

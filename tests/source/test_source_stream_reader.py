@@ -78,7 +78,7 @@ def reader(latest: PartitionOffsets, **options: str) -> tuple[KafkaStreamReader,
     merged = {**OPTIONS, **options}
     stream = KafkaStreamReader(merged, source_schema(merged))
     fake = FakeKafka(latest)
-    stream._kafka = fake  # type: ignore[assignment]
+    stream._planner.kafka = fake  # type: ignore[assignment]
     return stream, fake
 
 
@@ -271,9 +271,9 @@ class TestPartitionUnknownForOneAnswer:
         merged = {**OPTIONS, "subscribePattern": "o-.*", **options}
         del merged["subscribe"]
         stream = KafkaStreamReader(merged, source_schema(merged))
-        stream._kafka._consumer = cluster  # type: ignore[assignment]
-        stream._kafka._admin_client = cluster  # type: ignore[assignment]
-        stream._kafka._uncommitted = cluster  # type: ignore[assignment]  # no LSO pinned here
+        stream._planner.kafka._consumer = cluster  # type: ignore[assignment]
+        stream._planner.kafka._admin_client = cluster  # type: ignore[assignment]
+        stream._planner.kafka._uncommitted = cluster  # type: ignore[assignment]  # no LSO pinned here
         return stream
 
     @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
@@ -352,10 +352,10 @@ class TestBatch0ReplayedAfterPartitionsWereAdded:
     def stream(self, cluster: FakeCluster, **options: str) -> KafkaStreamReader:
         merged = {**OPTIONS, **options}
         stream = KafkaStreamReader(merged, source_schema(merged))
-        stream._kafka._consumer = cluster  # type: ignore[assignment]
-        stream._kafka._admin_client = cluster  # type: ignore[assignment]
+        stream._planner.kafka._consumer = cluster  # type: ignore[assignment]
+        stream._planner.kafka._admin_client = cluster  # type: ignore[assignment]
         # Starting timestamps are looked up under read_uncommitted, by a second consumer.
-        stream._kafka._uncommitted = cluster  # type: ignore[assignment]
+        stream._planner.kafka._uncommitted = cluster  # type: ignore[assignment]
         return stream
 
     @pytest.mark.parametrize(
@@ -416,9 +416,9 @@ class TestBatch0ReplayedAfterPartitionsWereAdded:
         merged = {**OPTIONS, "subscribePattern": "o-.*"}
         del merged["subscribe"]
         stream = KafkaStreamReader(merged, source_schema(merged))
-        stream._kafka._consumer = cluster  # type: ignore[assignment]
-        stream._kafka._admin_client = cluster  # type: ignore[assignment]
-        stream._kafka._uncommitted = cluster  # type: ignore[assignment]  # no LSO pinned here
+        stream._planner.kafka._consumer = cluster  # type: ignore[assignment]
+        stream._planner.kafka._admin_client = cluster  # type: ignore[assignment]
+        stream._planner.kafka._uncommitted = cluster  # type: ignore[assignment]  # no LSO pinned here
         initial = stream.initialOffset()
         cluster.latest = {("o-1", 0): 10}  # o-2 deleted: every answer says so
         end = stream.latestOffset(initial, ReadAllAvailable())
