@@ -30,18 +30,19 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from checkpoint.crashpoints import CrashPoint, checkpoint_scope, crash_point
 from checkpoint.errors import CheckpointCommitFailed, ConfigError, ReusedCheckpointId
-from checkpoint.store import canonical_location, read_location
 from connectors.kafka.sink.commit_path import (
     BATCH_WRITE_ID,
     BATCH_WRITE_PLAN,
+    already_written,
+    batch_write_naming,
     exactly_once_protocol,
     first_unconfirmable,
 )
-from connectors.kafka.sink.errors import AlreadyWrittenError, DecidedWrite, PreCommitLostError
-from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
+from connectors.kafka.sink.errors import DecidedWrite, PreCommitLostError
 from connectors.kafka.sink.options import ExactlyOnceOptions, SinkOptions
 from connectors.kafka.sink.startup import startup_checks
 from connectors.kafka.sink.tasks import with_schema_files
+from connectors.spark.query_log import is_stream_checkpoint
 from connectors.spark.sink import (
     KafkaCommitMessage,
     check_input_schema,
@@ -80,23 +81,12 @@ def batch_writer(
     return FlushingBatchWriter(sink)
 
 
-def batch_write_naming(exactly_once: ExactlyOnceOptions) -> TransactionalIdNaming:
-    """``<prefix>-batch-<owner>-<task>-<slot>``: a namespace apart from the streams of the
-    prefix (a backfill that copies a stream's options must not make that stream's sweep fail
-    on a prefix conflict), and an owner from the location, stable across reruns of the write,
-    so that a rerun fences what a crashed run left open."""
-    return TransactionalIdNaming(
-        f"{exactly_once.transactional_id_prefix}-batch",
-        owner_of(BATCH_WRITE_PLAN + canonical_location(exactly_once.checkpoint_location)),
-    )
-
-
 class ExactlyOnceBatchWriter(DataSourceArrowWriter):
     """One two-phase commit across the job's tasks, with the driver as coordinator."""
 
     def __init__(self, sink: SinkOptions, exactly_once: ExactlyOnceOptions) -> None:
         location = exactly_once.checkpoint_location
-        if read_location(f"{location.rstrip('/')}/metadata") is not None:
+        if is_stream_checkpoint(location):
             raise ConfigError(
                 f"option 'checkpointLocation' = {location!r} is a streaming query's checkpoint "
                 "(Spark's metadata file is there): give the batch write a location of its own"
@@ -116,26 +106,12 @@ class ExactlyOnceBatchWriter(DataSourceArrowWriter):
             committer.close()
         if protocol.store.contains(BATCH_WRITE_ID):
             finished_now = BATCH_WRITE_ID in finished
-            raise self._already_written(
-                protocol, DecidedWrite.FINISHED_NOW if finished_now else DecidedWrite.COMMITTED
-            )
+            state = DecidedWrite.FINISHED_NOW if finished_now else DecidedWrite.COMMITTED
+            raise already_written(protocol.store, location, state)
         self._sink = with_schema_files(startup_checks(sink))
 
     def _protocol(self) -> tuple[TwoPhaseCommit, KafkaCommitter]:
         return exactly_once_protocol(self._sink, self._exactly_once, self._naming)
-
-    def _already_written(self, protocol: TwoPhaseCommit, state: DecidedWrite) -> Exception:
-        decision = protocol.store.get(BATCH_WRITE_ID)
-        assert decision is not None
-        confirmation = protocol.store.confirmation(BATCH_WRITE_ID)
-        if confirmation is not None and confirmation.accepted_loss is not None:
-            state = DecidedWrite.ACCEPTED_LOSS
-        return AlreadyWrittenError(
-            self._exactly_once.checkpoint_location,
-            decision.decided_at_ms,
-            len(decision.committables),
-            state,
-        )
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Step 2, in a task: produce, then pre-commit at the barrier (end of input)."""
@@ -162,7 +138,10 @@ class ExactlyOnceBatchWriter(DataSourceArrowWriter):
             raise exc.in_batch_write() from exc
         except ReusedCheckpointId as exc:
             # Another run on this location decided first; complete() aborted this run's.
-            raise self._already_written(protocol, DecidedWrite.DECIDED_BY_ANOTHER_RUN) from exc
+            location = self._exactly_once.checkpoint_location
+            raise already_written(
+                protocol.store, location, DecidedWrite.DECIDED_BY_ANOTHER_RUN
+            ) from exc
         except CheckpointCommitFailed as exc:
             raise first_unconfirmable(exc, BATCH_WRITE_ID) from exc
         finally:

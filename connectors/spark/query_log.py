@@ -37,6 +37,11 @@ def spark_query_id(checkpoint_location: str) -> str:
         ) from exc
 
 
+def is_stream_checkpoint(location: str) -> bool:
+    """Whether a streaming query keeps its checkpoint at ``location`` (Spark's ``metadata``)."""
+    return read_location(f"{location.rstrip('/')}/metadata") is not None
+
+
 def _spark_log_entry(location: str, name: str) -> bytes:
     """A file of Spark's own checkpoint, e.g. ``offsets/N``, which Spark wrote before it runs
     the batch."""

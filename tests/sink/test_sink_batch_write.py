@@ -19,7 +19,11 @@ from checkpoint.model import Committable, Snapshot
 from checkpoint.store import SnapshotStore
 from checkpoint.testing import InMemoryBroker, InMemoryParticipant, TransactionState
 from checkpoint.two_phase_commit import TwoPhaseCommit
-from connectors.kafka.sink.commit_path import BATCH_WRITE_PLAN, refuse_batch_write_location
+from connectors.kafka.sink.commit_path import (
+    BATCH_WRITE_PLAN,
+    batch_write_naming,
+    refuse_batch_write_location,
+)
 from connectors.kafka.sink.errors import (
     AlreadyWrittenError,
     DecidedWrite,
@@ -28,7 +32,7 @@ from connectors.kafka.sink.errors import (
 )
 from connectors.kafka.sink.naming import named_for_prefix
 from connectors.kafka.sink.options import ExactlyOnceOptions, SinkOptions
-from connectors.spark.batch_sink import ExactlyOnceBatchWriter, batch_write_naming, batch_writer
+from connectors.spark.batch_sink import ExactlyOnceBatchWriter, batch_writer
 from connectors.spark.sink import KafkaCommitMessage
 
 VALUES = StructType([StructField("value", StringType())])

@@ -9,11 +9,16 @@ failures into the error a user must see first (:func:`first_unconfirmable`).
 from __future__ import annotations
 
 from checkpoint.errors import CheckpointCommitFailed, ConfigError
-from checkpoint.store import SnapshotStore
+from checkpoint.store import SnapshotStore, canonical_location
 from checkpoint.two_phase_commit import TwoPhaseCommit
 from connectors.kafka.sink.committer import KafkaCommitter
-from connectors.kafka.sink.errors import DecidedTransactionError, TransactionLostError
-from connectors.kafka.sink.naming import TransactionalIdNaming
+from connectors.kafka.sink.errors import (
+    AlreadyWrittenError,
+    DecidedTransactionError,
+    DecidedWrite,
+    TransactionLostError,
+)
+from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
 from connectors.kafka.sink.options import ExactlyOnceOptions, SinkOptions
 
 # A batch write (connectors.spark.batch_sink) is checkpoint 0 of its location, decided with a
@@ -61,3 +66,24 @@ def refuse_batch_write_location(store: SnapshotStore, location: str) -> None:
             "(df.write.format('kafka-eos')), not of this stream: give the stream a "
             "checkpoint location of its own"
         )
+
+
+def batch_write_naming(exactly_once: ExactlyOnceOptions) -> TransactionalIdNaming:
+    """``<prefix>-batch-<owner>-<task>-<slot>``: a namespace apart from the streams of the
+    prefix (a backfill that copies a stream's options must not make that stream's sweep fail
+    on a prefix conflict), and an owner from the location, stable across reruns of the write,
+    so that a rerun fences what a crashed run left open."""
+    return TransactionalIdNaming(
+        f"{exactly_once.transactional_id_prefix}-batch",
+        owner_of(BATCH_WRITE_PLAN + canonical_location(exactly_once.checkpoint_location)),
+    )
+
+
+def already_written(store: SnapshotStore, location: str, state: DecidedWrite) -> Exception:
+    """The refusal to write again where a batch write was decided, saying how it stands."""
+    decision = store.get(BATCH_WRITE_ID)
+    assert decision is not None
+    confirmation = store.confirmation(BATCH_WRITE_ID)
+    if confirmation is not None and confirmation.accepted_loss is not None:
+        state = DecidedWrite.ACCEPTED_LOSS
+    return AlreadyWrittenError(location, decision.decided_at_ms, len(decision.committables), state)
