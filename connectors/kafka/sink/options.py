@@ -1,15 +1,19 @@
-"""The sink's options, validated in one place.
+"""The sink's options, validated in one place: :meth:`SinkOptions.parse`, the sink's one entry
+point, as :meth:`SourceOptions.parse` is the source's; its errors are ``SinkOptionError``
+(:mod:`connectors.kafka.sink.errors`).
 
 Names follow Spark's built-in Kafka sink (``kafka.bootstrap.servers``, ``topic``, any other
 ``kafka.*`` key passed to the producer), plus what exactly-once needs; what it needs has a
 default, so a job written for Spark's sink runs unchanged: the transactional-id prefix is
-derived from the checkpoint location (:func:`connectors.kafka.sink.naming.derived_prefix`), and the
-transaction timeout comes from the brokers at startup (``connectors.spark.sink``). Spark
+derived from the checkpoint location (:func:`connectors.kafka.sink.naming.derived_prefix`), and
+the transaction timeout is chosen at startup (:mod:`connectors.kafka.sink.startup`). Spark
 hands the options over lower-cased, so every name here is matched case-insensitively. Single
 fields are checked where they are read, with the project's one option grammar
-(:mod:`connectors.options`); the cross-field rules are in :meth:`SinkOptions._sanity_check`.
-What exactly-once needs is held by :class:`ExactlyOnceOptions`, whose fields are all required:
-a sink with that guarantee cannot be built without them.
+(:mod:`connectors.options`); so are the rules between options that parsing needs (a prefix
+that is empty, a checkpoint location for exactly_once, a topic for a schema registry), and
+those between producer settings are :meth:`SinkOptions._sanity_check`'s. What exactly-once
+needs is held by :class:`ExactlyOnceOptions`, whose fields are all required: a sink with that
+guarantee cannot be built without them.
 """
 
 from __future__ import annotations
