@@ -1,6 +1,5 @@
 """Engine-neutral checkpoint and two-phase-commit core. Imports neither Kafka nor Spark."""
 
-from checkpoint.coordinator import Coordinator, CoordinatorConfig
 from checkpoint.deadline import Clock, Deadline, call_with_retries
 from checkpoint.errors import (
     AbortReason,
@@ -28,6 +27,7 @@ from checkpoint.model import (
     as_checkpoint_id,
 )
 from checkpoint.participant import Committer, Participant
+from checkpoint.reference_coordinator import Coordinator, CoordinatorConfig
 from checkpoint.store import SnapshotStore
 from checkpoint.two_phase_commit import Recovery, TwoPhaseCommit
 
