@@ -1,66 +1,45 @@
-"""Engine-neutral checkpoint and two-phase-commit core. Imports neither Kafka nor Spark."""
+"""Engine-neutral checkpoint and two-phase-commit core. Imports neither Kafka nor Spark.
 
-from checkpoint.coordinator import Coordinator, CoordinatorConfig
-from checkpoint.deadline import Clock, Deadline, call_with_retries
+Exported here: what the connectors and the command line use. The rest is imported from its
+own module: the participant protocols (``checkpoint.participant``), the fault points
+(``checkpoint.crashpoints``), the in-process reference coordinator that the property tests
+drive (``checkpoint.reference_coordinator``) and the in-memory stand-ins for tests
+(``checkpoint.testing``).
+"""
+
+from checkpoint.deadline import Clock, Deadline, call_with_retries, retry_pause
 from checkpoint.errors import (
-    AbortReason,
-    CheckpointAborted,
     CheckpointCommitFailed,
-    CheckpointRejected,
-    CheckpointTimeout,
     ConfigError,
-    CorruptSnapshotError,
     DeadlineExceeded,
     FormatError,
     KafkaEosError,
-    ParticipantFenced,
-    ProtocolError,
-    StorageError,
+    ReusedCheckpointId,
     UnsupportedFormatVersion,
 )
-from checkpoint.model import (
-    CheckpointId,
-    Committable,
-    Confirmation,
-    Snapshot,
-    SourceOffset,
-    TopicPartition,
-    as_checkpoint_id,
-)
-from checkpoint.participant import Committer, Participant
-from checkpoint.store import SnapshotStore
-from checkpoint.two_phase_commit import Recovery, TwoPhaseCommit
+from checkpoint.model import AcceptedLoss, CheckpointId, Committable, Confirmation, Snapshot
+from checkpoint.store import SnapshotStore, canonical_location, read_location
+from checkpoint.two_phase_commit import TwoPhaseCommit
 
 __all__ = [
-    "AbortReason",
-    "CheckpointAborted",
+    "AcceptedLoss",
     "CheckpointCommitFailed",
     "CheckpointId",
-    "CheckpointRejected",
-    "CheckpointTimeout",
     "Clock",
     "Committable",
-    "Committer",
     "ConfigError",
     "Confirmation",
-    "Coordinator",
-    "CoordinatorConfig",
-    "CorruptSnapshotError",
     "Deadline",
     "DeadlineExceeded",
     "FormatError",
     "KafkaEosError",
-    "Participant",
-    "ParticipantFenced",
-    "ProtocolError",
-    "Recovery",
+    "ReusedCheckpointId",
     "Snapshot",
     "SnapshotStore",
-    "SourceOffset",
-    "StorageError",
-    "TopicPartition",
     "TwoPhaseCommit",
     "UnsupportedFormatVersion",
-    "as_checkpoint_id",
     "call_with_retries",
+    "canonical_location",
+    "read_location",
+    "retry_pause",
 ]

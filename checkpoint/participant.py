@@ -43,7 +43,8 @@ from checkpoint.model import CheckpointId, Committable
 
 @runtime_checkable
 class Committer(Protocol):
-    """The driver-side half; the only part the :class:`~checkpoint.coordinator.Coordinator` calls.
+    """The driver-side half; the only part the reference coordinator
+    (:class:`~checkpoint.reference_coordinator.Coordinator`) calls.
 
     Each method is idempotent and tolerant, because recovery repeats whatever may or may not
     have happened before a crash.

@@ -2,8 +2,8 @@
 
 :meth:`TwoPhaseCommit.complete` runs, for checkpoint N once every participant acknowledged
 (in Spark: ``DataSourceStreamWriter.commit(messages, N)``), the numbered steps below. Steps 1-2
-(trigger, acknowledge) are the engine's (:mod:`checkpoint.coordinator` in-process; in Spark,
-planning ``offsets/N`` and the tasks' pre-commits).
+(trigger, acknowledge) are the engine's (:mod:`checkpoint.reference_coordinator` in-process;
+in Spark, planning ``offsets/N`` and the tasks' pre-commits).
 
 0. Replay: N is already decided (a crash came after step 5, before the engine recorded N as
    done). The recorded decision wins, if it was taken for the same plan of N; its commits are

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MODULES = {
     "test_sink_properties": "shipped sink",
     "test_checkpoint_spark_properties": "split form",
-    "test_checkpoint_coordinator_properties": "coordinator",
+    "test_checkpoint_reference_coordinator_properties": "coordinator",
 }
 
 

@@ -1,10 +1,10 @@
 """``kafka-eos bench``: side-by-side measurements, each suite a section of one report.
 
 ``--suite pipeline`` (the default): throughput and memory of each delivery guarantee.
-``--suite source``: what a source task and a trigger cost (``kafka_eos.bench_source``).
+``--suite source``: what a source task and a trigger cost (``kafka_eos.bench.source``).
 ``--suite contenders``: ours beside Spark's built-in pipeline, the mixed pairs and a plain
-confluent-kafka loop (``kafka_eos.bench_contenders``), with a plot beside the report.
-``--suite avro``: the Avro codec beside Confluent's serdes (``kafka_eos.bench_avro``).
+confluent-kafka loop (``kafka_eos.bench.contenders``), with a plot beside the report.
+``--suite avro``: the Avro codec beside Confluent's serdes (``kafka_eos.bench.avro``).
 """
 
 from __future__ import annotations
@@ -72,23 +72,23 @@ def command(
     and RSS), or a source task and trigger (``--suite source``: embedded Kafka only)."""
     invocation = shlex.join(["kafka-eos", *sys.argv[1:]])
     if suite == "source":
-        from kafka_eos import bench_source
+        from kafka_eos.bench import source
 
         if bootstrap_servers is not None:
             raise click.UsageError("--suite source starts its own Kafka (with a TLS listener)")
-        rows = bench_source.run_source_bench(kafka_version, tasks, triggers, repeats)
-        report = bench_source.render(rows, invocation, kafka_version, tasks, triggers)
+        rows = source.run_source_bench(kafka_version, tasks, triggers, repeats)
+        report = source.render(rows, invocation, kafka_version, tasks, triggers)
     elif suite == "avro":
-        from kafka_eos import bench_avro
+        from kafka_eos.bench import avro
 
-        report = bench_avro.run(records, invocation)
+        report = avro.run(records, invocation)
     elif suite == "contenders":
         report = _contenders(
             bootstrap_servers, kafka_version, records, sizes, repeats,
             max_offsets_per_trigger, invocation, output,
         )  # fmt: skip
     else:
-        from kafka_eos.bench import render, run_bench, show
+        from kafka_eos.bench.pipeline import render, run_bench, show
 
         with tempfile.TemporaryDirectory(prefix="kafka-eos-bench-") as workdir:
             measurements = run_bench(
@@ -112,7 +112,7 @@ def _contenders(
     invocation: str,
     output: Path | None,
 ) -> str:
-    from kafka_eos import bench_contenders, bench_contenders_report
+    from kafka_eos.bench import contenders, contenders_report
 
     if bootstrap_servers is not None:
         raise click.UsageError("--suite contenders starts its own Kafka, the same for all")
@@ -123,13 +123,13 @@ def _contenders(
     if any(size < 20 for size in record_sizes):
         raise click.BadParameter(f"{sizes!r}: a record needs at least 20 bytes")
     with tempfile.TemporaryDirectory(prefix="kafka-eos-bench-") as workdir:
-        results = bench_contenders.run_contenders(
+        results = contenders.run_contenders(
             kafka_version, records, record_sizes, repeats, max_offsets, Path(workdir)
         )
     plot = None if output is None else output.with_name("benchmarks-contenders.png")
     if plot is not None:
-        bench_contenders_report.write_plot(results.runs, record_sizes, plot)
-    return bench_contenders_report.render(
+        contenders_report.write_plot(results.runs, record_sizes, plot)
+    return contenders_report.render(
         results, invocation, kafka_version, records, record_sizes, max_offsets, plot
     )
 

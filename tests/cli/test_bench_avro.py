@@ -1,6 +1,6 @@
 """The Avro suite's section: each codec's records/s and its ratio to Confluent's serdes."""
 
-from kafka_eos.bench_avro import render
+from kafka_eos.bench.avro import render
 
 RESULT = {
     "records": 200_000,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafka_eos.bench_contenders import (
+from kafka_eos.bench.contenders import (
     OUR_SINK,
     OURS_AT_LEAST_ONCE,
     OURS_EXACTLY_ONCE,
@@ -17,9 +17,9 @@ from kafka_eos.bench_contenders import (
     Run,
     medians,
 )
-from kafka_eos.bench_contenders_report import render
-from kafka_eos.bench_latency import Latency
-from kafka_eos.bench_recovery import Recovery
+from kafka_eos.bench.contenders_report import render
+from kafka_eos.bench.latency import Latency
+from kafka_eos.bench.recovery import Recovery
 from kafka_eos.commands.bench import write_section
 
 

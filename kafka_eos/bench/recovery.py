@@ -18,8 +18,8 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 
-from kafka_eos.bench import run_measured
-from kafka_eos.bench_job import PARTITIONS, Input, SparkContender, job_command
+from kafka_eos.bench.job import PARTITIONS, Input, SparkContender, job_command
+from kafka_eos.bench.pipeline import run_measured
 from kafka_eos.demo import create_topics
 from kafka_eos.operations.drain import drain
 

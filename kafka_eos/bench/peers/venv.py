@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from kafka_eos.bench import run_measured
+from kafka_eos.bench.pipeline import run_measured
 from kafka_eos.cluster.base import PROJECT_ROOT
 
 
@@ -24,8 +24,12 @@ def peer_python(name: str) -> Path:
 
 
 def run_peer(name: str, script: str, args: list[str], cwd: Path) -> tuple[dict[str, Any], int]:
-    """Runs ``kafka_eos/peers/<script>`` with the peer's interpreter: the JSON summary it
+    """Runs ``kafka_eos/bench/peers/<script>`` with the peer's interpreter: the JSON summary it
     prints last, and the peak summed RSS of its processes."""
-    command = [str(peer_python(name)), str(PROJECT_ROOT / "kafka_eos" / "peers" / script), *args]
+    command = [
+        str(peer_python(name)),
+        str(PROJECT_ROOT / "kafka_eos" / "bench" / "peers" / script),
+        *args,
+    ]
     summary, memory = run_measured(command, name, cwd=cwd)
     return summary, memory.peak_bytes

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoint.coordinator import Coordinator, CoordinatorConfig
 from checkpoint.errors import (
     CheckpointAborted,
     CheckpointCommitFailed,
@@ -14,6 +13,7 @@ from checkpoint.errors import (
     ProtocolError,
 )
 from checkpoint.model import Committable
+from checkpoint.reference_coordinator import Coordinator, CoordinatorConfig
 from checkpoint.store import SnapshotStore
 from checkpoint.testing import InMemoryBroker, InMemoryParticipant, ManualClock
 

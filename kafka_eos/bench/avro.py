@@ -7,7 +7,7 @@ what the source hands Spark). Confluent's serdes work per record on Python value
 timing includes ``to_pylist`` before serializing and ``pa.array`` after deserializing. A
 registry answers once per id and process; the per-record cost is the codec's.
 
-``kafka-eos bench --suite avro`` writes the report; ``python -m kafka_eos.bench_avro
+``kafka-eos bench --suite avro`` writes the report; ``python -m kafka_eos.bench.avro
 --records 200000`` prints the numbers as JSON.
 """
 

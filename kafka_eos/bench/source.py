@@ -35,7 +35,7 @@ from connectors.kafka.source.range_reader import read_range
 from connectors.kafka.source.ranges import OffsetRange
 from connectors.spark.compat import arrow_schema
 from connectors.spark.source import source_schema
-from kafka_eos.bench import report_header
+from kafka_eos.bench.pipeline import report_header
 from kafka_eos.cluster import ProcessCluster
 from kafka_eos.demo import create_topics
 

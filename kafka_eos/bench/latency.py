@@ -1,7 +1,7 @@
 """End-to-end latency of small batches: a record produced every 10 ms, a 1 s trigger, and the
 time from its produce to its arrival at a ``read_committed`` consumer of the output.
 
-The job (``kafka_eos.bench_job --run-s``) runs on a processing-time trigger of 1 s while this
+The job (``kafka_eos.bench.job --run-s``) runs on a processing-time trigger of 1 s while this
 process produces and reads. Each value carries its produce time; records produced in the
 first ``warm_up_s`` (the JVM's start, the first batch) are left out.
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 
 from connectors.kafka.client_config import LIBRDKAFKA_LOGGER
-from kafka_eos.bench import percentile
-from kafka_eos.bench_job import PARTITIONS, Input, SparkContender, job_command
+from kafka_eos.bench.job import PARTITIONS, Input, SparkContender, job_command
+from kafka_eos.bench.pipeline import percentile
 from kafka_eos.demo import create_topics
 
 INTERVAL_S = 0.01

@@ -53,7 +53,6 @@ from hypothesis.stateful import (
     rule,
 )
 
-from checkpoint.coordinator import Coordinator, CoordinatorConfig
 from checkpoint.errors import (
     CheckpointAborted,
     CheckpointCommitFailed,
@@ -61,6 +60,7 @@ from checkpoint.errors import (
     ParticipantFenced,
 )
 from checkpoint.model import CheckpointId, Committable
+from checkpoint.reference_coordinator import Coordinator, CoordinatorConfig
 from checkpoint.testing import InMemoryBroker, InMemoryParticipant, ManualClock
 from checkpoint.two_phase_commit import TwoPhaseCommit
 

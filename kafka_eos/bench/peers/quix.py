@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kafka_eos.bench_job import Input, Measured
-from kafka_eos.peers.venv import run_peer
+from kafka_eos.bench.job import Input, Measured
+from kafka_eos.bench.peers.venv import run_peer
 
 
 def quix_run(given: Input, output: str) -> Measured:

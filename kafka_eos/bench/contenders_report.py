@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafka_eos.bench import percentile, report_header
-from kafka_eos.bench_contenders import (
+from kafka_eos.bench.contenders import (
     OUR_SINK,
     OURS_AT_LEAST_ONCE,
     OURS_EXACTLY_ONCE,
@@ -22,8 +21,9 @@ from kafka_eos.bench_contenders import (
     median_of,
     medians,
 )
-from kafka_eos.bench_latency import Latency
-from kafka_eos.bench_recovery import KILL_INTO_BATCH_S, Recovery
+from kafka_eos.bench.latency import Latency
+from kafka_eos.bench.pipeline import percentile, report_header
+from kafka_eos.bench.recovery import KILL_INTO_BATCH_S, Recovery
 
 MIB = 2**20
 TITLE = "Contenders: side by side with Spark's built-in pipeline"

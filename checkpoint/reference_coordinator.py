@@ -1,4 +1,5 @@
-"""The checkpoint coordinator: triggers checkpoints and collects pre-commit acknowledgements.
+"""The reference checkpoint coordinator, which the Spark sink does not use: it triggers
+checkpoints and collects pre-commit acknowledgements.
 
 Protocol of one checkpoint (steps 3-5 and recovery live in :mod:`checkpoint.two_phase_commit`):
 

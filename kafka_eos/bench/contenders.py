@@ -1,9 +1,9 @@
 """``kafka-eos bench --suite contenders``: our pipeline beside Spark's built-in one, the mixed
 pairs, a Python sink that drops its rows, a plain confluent-kafka loop, Quix Streams and PyFlink,
-on one local Kafka, the same input, the same trigger (``kafka_eos/peers/``: the contenders that
-are not Spark, each in its own virtualenv).
+on one local Kafka, the same input, the same trigger (``kafka_eos/bench/peers/``: the
+contenders that are not Spark, each in its own virtualenv).
 
-Every Spark contender is a fresh process (``kafka_eos.bench_job``), as a user's job would be:
+Every Spark contender is a fresh process (``kafka_eos.bench.job``), as a user's job would be:
 Spark ``local[2]``, ``maxOffsetsPerTrigger``, ``Trigger.AvailableNow``, an identity
 ``selectExpr("key", "value")``. Its rows/s are the input rows over the summed
 ``triggerExecution`` time of its micro-batches (the JVM's start excluded). Runs are
@@ -26,15 +26,15 @@ from rich.console import Console
 
 from checkpoint.store import SnapshotStore
 from connectors.kafka.sink.options import decision_location
-from kafka_eos.bench import run_measured
-from kafka_eos.bench_job import PARTITIONS, Input, Measured, SparkContender, job_command
-from kafka_eos.bench_latency import Latency, measure_latency
-from kafka_eos.bench_recovery import Recovery, measure_recovery
+from kafka_eos.bench.job import PARTITIONS, Input, Measured, SparkContender, job_command
+from kafka_eos.bench.latency import Latency, measure_latency
+from kafka_eos.bench.peers.flink import flink_run
+from kafka_eos.bench.peers.quix import quix_run
+from kafka_eos.bench.pipeline import run_measured
+from kafka_eos.bench.recovery import Recovery, measure_recovery
 from kafka_eos.cluster import ProcessCluster
 from kafka_eos.demo import create_topics
 from kafka_eos.operations.drain import drain
-from kafka_eos.peers.flink import flink_run
-from kafka_eos.peers.quix import quix_run
 
 console = Console()
 SPARK_BUILT_IN = "Spark `kafka` -> Spark `kafka` (at-least-once)"

@@ -3,9 +3,9 @@ Kafka SQL connector from Maven Central (``scripts/peers/setup.sh flink``)."""
 
 from __future__ import annotations
 
-from kafka_eos.bench_job import Input, Measured
+from kafka_eos.bench.job import Input, Measured
+from kafka_eos.bench.peers.venv import run_peer
 from kafka_eos.cluster.base import PROJECT_ROOT
-from kafka_eos.peers.venv import run_peer
 
 JARS = PROJECT_ROOT / ".cache" / "peers" / "flink" / "jars"
 # Flink commits one transaction per sink subtask at each checkpoint, the Spark contenders one

@@ -1,12 +1,12 @@
 """One contender of ``kafka-eos bench --suite contenders``, in a fresh process: a Spark job
 that reads the input with one format and writes it with another, as a new user would run it.
 
-``python -m kafka_eos.bench_job --source kafka --sink kafka-eos --guarantee exactly_once ...``
+``python -m kafka_eos.bench.job --source kafka --sink kafka-eos --guarantee exactly_once ...``
 prints one JSON line: the rows, the batches and the summed ``triggerExecution`` time of the
 micro-batches (JVM start-up excluded), and when the first ended, as
-``kafka_eos.bench_contenders`` and ``kafka_eos.bench_recovery`` read it. With
+``kafka_eos.bench.contenders`` and ``kafka_eos.bench.recovery`` read it. With
 ``--run-s``, the query runs on a 1 s processing-time trigger for that long instead, for the
-latency measurement (``kafka_eos.bench_latency``).
+latency measurement (``kafka_eos.bench.latency``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from kafka_eos.bench_discard import DiscardDataSource
+from kafka_eos.bench.discard import DiscardDataSource
 from kafka_eos.spark_session import new_spark_session
 
 SOURCES = ("kafka", "kafka-eos")
@@ -47,7 +47,7 @@ class Measured:
 
 @dataclass(frozen=True)
 class SparkContender:
-    """A Spark job in a fresh process (``kafka_eos.bench_job``), as a new user would run it."""
+    """A Spark job in a fresh process (``kafka_eos.bench.job``), as a new user would run it."""
 
     name: str
     source: str
@@ -65,7 +65,7 @@ def job_command(
 ) -> list[str]:
     """This module's command line for one run of ``contender`` over ``given``."""
     return [
-        sys.executable, "-m", "kafka_eos.bench_job", "--bootstrap", given.bootstrap,
+        sys.executable, "-m", "kafka_eos.bench.job", "--bootstrap", given.bootstrap,
         "--input-topic", given.topic, "--output-topic", output, "--checkpoint", str(checkpoint),
         "--source", contender.source, "--sink", contender.sink,
         "--guarantee", contender.guarantee, "--max-offsets-per-trigger", str(given.max_offsets),
