@@ -1,7 +1,7 @@
 """``kafka-eos bench --suite contenders``: our pipeline beside Spark's built-in one, the mixed
 pairs, a Python sink that drops its rows, a plain confluent-kafka loop, Quix Streams and PyFlink,
-on one local Kafka, the same input, the same trigger (``kafka_eos/bench/peers/``: the
-contenders that are not Spark, each in its own virtualenv).
+on one local Kafka, the same input, the same trigger (``flink`` and ``quix``: the contenders
+that are not Spark, each run in its own virtualenv by ``peer_venv``, their jobs in ``peers/``).
 
 Every Spark contender is a fresh process (``kafka_eos.bench.job``), as a user's job would be:
 Spark ``local[2]``, ``maxOffsetsPerTrigger``, ``Trigger.AvailableNow``, an identity
@@ -26,11 +26,11 @@ from rich.console import Console
 
 from checkpoint.store import SnapshotStore
 from connectors.kafka.sink.options import decision_location
+from kafka_eos.bench.flink import flink_run
 from kafka_eos.bench.job import PARTITIONS, Input, Measured, SparkContender, job_command
 from kafka_eos.bench.latency import Latency, measure_latency
-from kafka_eos.bench.peers.flink import flink_run
-from kafka_eos.bench.peers.quix import quix_run
 from kafka_eos.bench.pipeline import run_measured
+from kafka_eos.bench.quix import quix_run
 from kafka_eos.bench.recovery import Recovery, measure_recovery
 from kafka_eos.cluster import ProcessCluster
 from kafka_eos.demo import create_topics

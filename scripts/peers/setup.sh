@@ -4,7 +4,7 @@
 # (Quix Streams 3.28 wants confluent-kafka below 2.13; apache-flink pins apache-beam, pyarrow
 # and numpy), and for PyFlink, Flink's Kafka SQL connector from Maven Central (shaded:
 # kafka-clients is inside it; the jar first, as it is what may not resolve). Idempotent: a
-# cache set up with the same versions is reused. kafka_eos/bench/peers/ runs the jobs.
+# cache set up with the same versions is reused. kafka_eos/bench/peers/ holds the jobs.
 #   setup.sh quix | flink
 set -euo pipefail
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kafka_eos.bench.job import Input, Measured
-from kafka_eos.bench.peers.venv import run_peer
+from kafka_eos.bench.peer_venv import run_peer
 
 
 def quix_run(given: Input, output: str) -> Measured:

@@ -4,7 +4,7 @@ Kafka SQL connector from Maven Central (``scripts/peers/setup.sh flink``)."""
 from __future__ import annotations
 
 from kafka_eos.bench.job import Input, Measured
-from kafka_eos.bench.peers.venv import run_peer
+from kafka_eos.bench.peer_venv import run_peer
 from kafka_eos.cluster.base import PROJECT_ROOT
 
 JARS = PROJECT_ROOT / ".cache" / "peers" / "flink" / "jars"
