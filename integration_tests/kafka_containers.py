@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from kafka_eos.cluster.base import (
     CLUSTER_ID,
     DOCKER_KAFKA_DIR,
+    Service,
     multi_node_defaults,
     render_features,
     render_properties,
@@ -47,7 +48,7 @@ def ensure_image(version: str) -> str:
     return f"kafka-eos/kafka:{version}"
 
 
-class ContainerCluster:
+class ContainerCluster(Service):
     """``nodes`` combined broker+controller containers on a private Docker network."""
 
     mode = "docker"
@@ -95,12 +96,6 @@ class ContainerCluster:
             self.stop()
             raise
         return self
-
-    def __enter__(self) -> ContainerCluster:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def _send_overrides(self, node_id: int) -> None:
         """Tell the waiting entrypoint its advertised address, now that the mapped port exists."""

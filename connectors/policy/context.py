@@ -257,9 +257,9 @@ class LintContext:
     def timing(self) -> Timing:
         return self.input.timing
 
-    def timing_setting(self, field: str) -> Setting:
-        """A timing assumption as a ``Setting`` (``max_batch_duration_ms`` and so on)."""
-        return Setting("timing", field, str(getattr(self.timing, field)))
+    def timing_settings(self, *fields: str) -> tuple[Setting, ...]:
+        """The timing assumptions ``fields`` (``max_batch_duration_ms`` and so on) as settings."""
+        return tuple(Setting("timing", f, str(getattr(self.timing, f))) for f in fields)
 
     def rejected_source_option(self, key: str) -> Setting | None:
         """A ``kafka.<key>`` source option the kafka-eos source refuses at startup, if set."""

@@ -56,6 +56,19 @@ class RuleMeta:
             fix=fix,
         )
 
+    def missing_topic(
+        self, ctx: LintContext, role: str, name: str, unchecked: str, fix: str
+    ) -> Iterator[Finding]:
+        """This rule's ``info`` finding for the ``role`` (source, output) topic ``name`` when
+        the live cluster reported it missing: ``unchecked`` says what that left unchecked."""
+        if ctx.topic_missing(name):
+            yield self.finding(
+                f"{role} topic {name} does not exist on the cluster, so {unchecked}",
+                settings=(Setting("cluster", "topic", name),),
+                fix=fix,
+                severity="info",
+            )
+
     def refused_source_option(
         self, ctx: LintContext, key: str, consequence: str = ""
     ) -> Iterator[Finding]:

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from connectors.kafka.transactions import TransactionAdmin
-from integration_tests.conftest import create_topic
 from integration_tests.kafka_fixtures import ClusterPool
 from integration_tests.sink.harness import Pipeline
+from integration_tests.topics import create_topic
 from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, KafkaCluster
 from kafka_eos.cluster.base import PROTOCOL_KAFKA_VERSIONS
 

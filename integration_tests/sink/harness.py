@@ -27,9 +27,9 @@ from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.naming import derived_prefix
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnDescription, TxnState
-from integration_tests.conftest import create_topic
 from integration_tests.sink.pipeline_job import NUMBER_SCHEMA
 from integration_tests.sink.transactions import commit_visibly
+from integration_tests.topics import create_topic
 from kafka_eos.cluster import KafkaCluster
 from kafka_eos.operations.drain import drain
 

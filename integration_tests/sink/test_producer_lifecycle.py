@@ -36,7 +36,7 @@ from connectors.kafka.sink.writer import ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic
-from integration_tests.sink.transactions import describe, values, wait_until_committed
+from integration_tests.sink.transactions import describe, standing, values, wait_until_committed
 from kafka_eos.cluster import KafkaCluster
 
 pytestmark = pytest.mark.kafka
@@ -115,11 +115,9 @@ def assert_still_pre_committed(
     deadline = time.monotonic() + watch_s
     while True:
         now = describe(admin, committable.transactional_id)
-        assert (now.state, now.producer_id, now.epoch) == (
-            TxnState.ONGOING,
-            committable.producer_id,
-            committable.epoch,
-        ), f"the pre-committed transaction did not stay open: {now}"
+        assert standing(now) == (TxnState.ONGOING, committable.producer_id, committable.epoch), (
+            f"the pre-committed transaction did not stay open: {now}"
+        )
         assert now.partitions == committable.partitions
         if time.monotonic() >= deadline:
             return

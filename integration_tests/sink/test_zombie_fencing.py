@@ -28,7 +28,7 @@ from connectors.kafka.sink.writer import DeliveryFailed, ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic
-from integration_tests.sink.transactions import describe, values, wait_until_committed
+from integration_tests.sink.transactions import describe, standing, values, wait_until_committed
 from kafka_eos.cluster import KafkaCluster
 
 pytestmark = pytest.mark.kafka
@@ -122,11 +122,9 @@ def test_an_attempt_started_after_the_verification_never_fences_the_verified_tra
     committable_b = attempt_b.write_and_pre_commit(BATCH_ID, [task_input("b", 4)])
     assert committable_b.transactional_id != committable_a.transactional_id
     now = describe(admin, committable_a.transactional_id)
-    assert (now.state, now.producer_id, now.epoch) == (
-        TxnState.ONGOING,
-        committable_a.producer_id,
-        committable_a.epoch,
-    ), "the later attempt touched the verified transaction"
+    assert standing(now) == (TxnState.ONGOING, committable_a.producer_id, committable_a.epoch), (
+        "the later attempt touched the verified transaction"
+    )
 
     # The driver decided A (Spark accepted its result): B's transaction is a loser's.
     committer.verify(BATCH_ID, [committable_a])

@@ -28,6 +28,11 @@ def describe(admin: TransactionAdmin, tid: str) -> TxnDescription:
     return now
 
 
+def standing(txn: TxnDescription) -> tuple[TxnState, int, int]:
+    """Where a described transaction stands: its state, producer id and epoch."""
+    return txn.state, txn.producer_id, txn.epoch
+
+
 def wait_until_state(admin: TransactionAdmin, tid: str, state: TxnState) -> TxnDescription:
     """Until the id's transaction is in ``state``, whatever its producer id and epoch (a
     CompleteCommit or CompleteAbort means its markers are written); its description then."""

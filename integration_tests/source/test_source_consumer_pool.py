@@ -57,6 +57,28 @@ class Opened:
         return len(self.consumers)
 
 
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> Opened:
+    return Opened(monkeypatch)
+
+
+@pytest.fixture
+def pool() -> Iterator[ConsumerPool]:
+    """A worker's pool of range consumers, closed when the test ends."""
+    consumers = ConsumerPool()
+    yield consumers
+    consumers.close()
+
+
+@pytest.fixture
+def truncated(kafka: KafkaCluster, topic_factory) -> tuple[str, str]:
+    """``(bootstrap, topic)``: one partition of offsets 0-199, the records below 100 deleted."""
+    bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
+    produce(bootstrap, topic, range(200), partition=0)
+    delete_records_below(bootstrap, topic, 100)
+    return bootstrap, topic
+
+
 def ranges(
     bootstrap: str, topic: str, pool: ConsumerPool, *, group: str | None = None, **extra: str
 ) -> Callable[..., Iterator[pa.RecordBatch]]:
@@ -85,23 +107,21 @@ def reader(
 
 
 def test_one_consumer_reads_every_range_whatever_came_before(
-    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+    kafka: KafkaCluster, topic_factory, opened: Opened, pool: ConsumerPool
 ) -> None:
     """Ranges ahead of, behind and inside the one before, and ranges to the log end (where
     the consumer has fetched past the range end and queued an end-of-partition event)."""
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
     produce(bootstrap, topic, range(300), partition=0)
-    opened, pool = Opened(monkeypatch), ConsumerPool()
     read = reader(bootstrap, topic, pool)
     for start, end in [(0, 300), (50, 150), (0, 10), (290, 300), (100, 200), (0, 300), (5, 6)]:
         assert read(start, end) == list(range(start, end)), (start, end)
     assert len(opened) == 1
     assert len(pool) == 1
-    pool.close()
 
 
 def test_under_read_committed_a_pooled_consumer_skips_aborted_records_and_markers(
-    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+    kafka: KafkaCluster, topic_factory, opened: Opened, pool: ConsumerPool
 ) -> None:
     """Offsets 0-9 committed (marker 10), 11-20 aborted (marker 21), 22-31 committed (marker
     32): every range gives exactly its committed offsets, those ending in aborted records too.
@@ -111,21 +131,22 @@ def test_under_read_committed_a_pooled_consumer_skips_aborted_records_and_marker
     transaction(bootstrap, topic, range(10, 20), commit=False, partition=0)
     transaction(bootstrap, topic, range(20, 30), commit=True, partition=0)
     committed = [*range(0, 10), *range(22, 32)]
-    opened, pool = Opened(monkeypatch), ConsumerPool()
     read = reader(bootstrap, topic, pool, **{"kafka.isolation.level": "read_committed"})
     for start, end in [(0, 33), (5, 21), (0, 33), (11, 25), (15, 22), (25, 33), (0, 10)]:
         assert read(start, end) == [o for o in committed if start <= o < end], (start, end)
     assert len(opened) == 1
-    pool.close()
 
 
 def test_a_read_stopped_early_gives_its_consumer_back_for_a_whole_next_read(
-    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+    kafka: KafkaCluster,
+    topic_factory,
+    monkeypatch: pytest.MonkeyPatch,
+    opened: Opened,
+    pool: ConsumerPool,
 ) -> None:
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
     produce(bootstrap, topic, range(300), partition=0)
     monkeypatch.setattr(range_reader, "_BATCH_ROWS", 50)
-    opened, pool = Opened(monkeypatch), ConsumerPool()
     group = f"g-{uuid.uuid4()}"
     batches = ranges(bootstrap, topic, pool, group=group)(0, 300)
     first: pa.RecordBatch = next(batches)
@@ -134,32 +155,26 @@ def test_a_read_stopped_early_gives_its_consumer_back_for_a_whole_next_read(
     assert len(pool) == 1
     assert reader(bootstrap, topic, pool, group=group)(0, 300) == list(range(300))
     assert len(opened) == 1
-    pool.close()
 
 
 def test_a_failed_read_closes_its_consumer_instead_of_handing_it_on(
-    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+    truncated: tuple[str, str], opened: Opened, pool: ConsumerPool
 ) -> None:
-    bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
-    produce(bootstrap, topic, range(200), partition=0)
-    delete_records_below(bootstrap, topic, 100)
-    opened, pool = Opened(monkeypatch), ConsumerPool()
+    bootstrap, topic = truncated
     read = reader(bootstrap, topic, pool, group="g-failing", failOnDataLoss="true")
     with pytest.raises(DataLossError, match=r"offsets \[0, 100\)"):
         read(0, 200)
     assert len(pool) == 0
     assert read(100, 200) == list(range(100, 200))
     assert len(opened) == 2
-    pool.close()
 
 
 def test_other_configurations_get_their_own_consumers_and_partitions_share_one(
-    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+    kafka: KafkaCluster, topic_factory, opened: Opened, pool: ConsumerPool
 ) -> None:
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=2)
     produce(bootstrap, topic, range(10), partition=0)
     produce(bootstrap, topic, range(20), partition=1)  # longer: a read of 0 would not end
-    opened, pool = Opened(monkeypatch), ConsumerPool()
     committed = reader(bootstrap, topic, pool, group="g-same")
     uncommitted = reader(
         bootstrap, topic, pool, group="g-same", **{"kafka.isolation.level": "read_uncommitted"}
@@ -173,11 +188,10 @@ def test_other_configurations_get_their_own_consumers_and_partitions_share_one(
         assert other_group(0, 10) == list(range(10))
     assert len(opened) == 3  # one per configuration: the partitions shared it
     assert len(pool) == 3
-    pool.close()
 
 
 def test_a_consumer_given_back_fetches_nothing_past_its_range(
-    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch, pool: ConsumerPool
 ) -> None:
     """A 100-record range of a 20 MB partition: a consumer left assigned would go on
     prefetching (librdkafka queues up to 64 MB); given back unassigned, what it fetched is
@@ -190,10 +204,7 @@ def test_a_consumer_given_back_fetches_nothing_past_its_range(
     def stats(text: str) -> None:
         received.append(json.loads(text)["rxmsg_bytes"])
 
-    opened, pool = (
-        Opened(monkeypatch, **{"statistics.interval.ms": 100, "stats_cb": stats}),
-        ConsumerPool(),
-    )
+    opened = Opened(monkeypatch, **{"statistics.interval.ms": 100, "stats_cb": stats})
     assert reader(bootstrap, topic, pool)(0, 100) == list(range(100))
     [consumer] = opened.consumers
     assert len(pool) == 1
@@ -202,7 +213,6 @@ def test_a_consumer_given_back_fetches_nothing_past_its_range(
         consumer.poll(0.1)  # serves the statistics callback; the consumer is unassigned
     assert received, "no statistics"
     assert received[-1] <= 3 * 2**20, f"fetched {received[-1]} bytes for 100 records"
-    pool.close()
 
 
 def produce_large(bootstrap: str, topic: str, *, records: int, size: int) -> None:
@@ -215,24 +225,20 @@ def produce_large(bootstrap: str, topic: str, *, records: int, size: int) -> Non
 
 
 def test_a_consumer_that_saw_a_loss_is_closed_not_kept(
-    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+    truncated: tuple[str, str], opened: Opened, pool: ConsumerPool
 ) -> None:
     """With failOnDataLoss=false the read goes on past the loss; its consumer may hold
     metadata of the log that was (a recreated topic's leader epoch), so it is not kept."""
-    bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=1)
-    produce(bootstrap, topic, range(200), partition=0)
-    delete_records_below(bootstrap, topic, 100)
-    opened, pool = Opened(monkeypatch), ConsumerPool()
+    bootstrap, topic = truncated
     read = reader(bootstrap, topic, pool, group="g-lossy", failOnDataLoss="false")
     assert read(0, 200) == list(range(100, 200))
     assert len(pool) == 0
     assert read(100, 200) == list(range(100, 200))
     assert len(opened) == 2 and len(pool) == 1
-    pool.close()
 
 
 def test_no_fetching_while_spark_holds_the_last_batch(
-    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch
+    kafka: KafkaCluster, topic_factory, monkeypatch: pytest.MonkeyPatch, pool: ConsumerPool
 ) -> None:
     """A range to the log end: while its last batch waits for Spark, the consumer would sit
     at the log end asking every fetch.wait.max.ms (5 ms); the range is unassigned first."""
@@ -245,7 +251,7 @@ def test_no_fetching_while_spark_holds_the_last_batch(
         fetches.append(sum(broker["req"].get("Fetch", 0) for broker in brokers))
 
     settings = {"statistics.interval.ms": 100, "stats_cb": stats}
-    opened, pool = Opened(monkeypatch, **settings), ConsumerPool()
+    opened = Opened(monkeypatch, **settings)
     batches = ranges(bootstrap, topic, pool)(0, 100)
     assert next(batches).num_rows == 100  # the last batch, held: Spark is busy with it
     [consumer] = opened.consumers
@@ -254,4 +260,3 @@ def test_no_fetching_while_spark_holds_the_last_batch(
     consumer.poll(1.0)
     assert fetches[-1] - held_from < 20, f"{fetches[-1] - held_from} fetches in 1 s"
     assert list(batches) == []
-    pool.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Self
 
 # The releases the README lists as supported, each tested (docs/testing.md says which tests run
 # where). 4.x runs transactions V2 (KIP-890); 3.9 is the last line with transactions V1 only;
@@ -39,6 +39,23 @@ class KafkaCluster(Protocol):
     def start_node(self, node_id: int) -> None: ...
 
     def stop(self) -> None: ...
+
+
+class Service:
+    """A server started in ``start()`` and stopped in ``stop()``; ``with`` does both:
+    ``with ProcessCluster(...) as cluster:`` starts it and binds what ``start()`` returns."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
 def multi_node_defaults(nodes: int) -> dict[str, str]:

@@ -21,6 +21,7 @@ from kafka_eos.cluster.base import (
     CLUSTER_ID,
     DEFAULT_KAFKA_VERSION,
     DOCKER_KAFKA_DIR,
+    Service,
     format_feature_args,
     multi_node_defaults,
     render_properties,
@@ -122,7 +123,7 @@ class _Node:
         self.log = self.workdir / "broker.log"
 
 
-class ProcessCluster:
+class ProcessCluster(Service):
     """A cluster of ``nodes`` KRaft processes of Kafka ``version``.
 
     >>> with ProcessCluster(broker_properties={"transaction.max.timeout.ms": "60000"}) as k:
@@ -221,12 +222,6 @@ class ProcessCluster:
             self.start_node(node_id, wait=False)
         wait_until_ready(self.bootstrap_servers, len(self._nodes))
         return self
-
-    def __enter__(self) -> ProcessCluster:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def start_node(self, node_id: int, wait: bool = True) -> None:
         node = self._nodes[node_id]

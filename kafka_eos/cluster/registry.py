@@ -24,7 +24,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from kafka_eos.cluster.base import PROJECT_ROOT
+from kafka_eos.cluster.base import PROJECT_ROOT, Service
 from kafka_eos.cluster.process import _die_with_parent, _free_port
 
 DEFAULT_REGISTRY_VERSION = "3.0.9"
@@ -50,7 +50,7 @@ def registry_home(version: str = DEFAULT_REGISTRY_VERSION) -> Path:
     return home
 
 
-class SchemaRegistry:
+class SchemaRegistry(Service):
     """Apicurio Registry ``version`` on a free loopback port, in a temp dir of its own.
 
     ``start()`` returns once ``GET <url>/subjects`` answers with a JSON list, or raises with
@@ -93,12 +93,6 @@ class SchemaRegistry:
             self._terminate()
             raise
         return self
-
-    def __enter__(self) -> SchemaRegistry:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after a timeout) and remove its temp dir."""

@@ -3,13 +3,10 @@
 # /apis/ccompat/v7) from Maven Central into .cache/registry/<version>: the Quarkus runner jar
 # and its lib/. Idempotent: a complete cache is reused. kafka_eos/cluster/registry.py runs it.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/maven-cache.sh"
 
 version="${1:-3.0.9}"
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
 dest="$root/.cache/registry/$version"
-source "$root/scripts/lib/maven-cache.sh"
-
 cache_open registry-jars "Apicurio Registry $version" "$dest"
 maven -f "$here/pom.xml" dependency:copy -Dregistry.version="$version" -Dregistry.dest="$dest"
 archive="$dest/apicurio-registry-app-$version-all.tar.gz"
@@ -17,4 +14,4 @@ tar -xzf "$archive" -C "$dest"
 rm -f "$archive"
 ls "$dest/apicurio-registry-app-$version-runner.jar" >/dev/null
 cache_close registry-jars "$dest" \
-  "Apicurio Registry $version: runner jar and $(ls "$dest/lib" | grep -c '\.jar$') jars"
+  "Apicurio Registry $version: runner jar and $(jar_count "$dest/lib") jars"

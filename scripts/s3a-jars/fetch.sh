@@ -4,17 +4,9 @@
 # commons-codec, commons-logging, slf4j). Idempotent: a complete cache is reused. Tests put the
 # jars on the driver's and executors' class path (kafka_eos/spark_session.py).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/maven-cache.sh"
 
 version="${1:-3.5.0}"
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-dest="$root/.cache/s3a/$version"
-
-source "$root/scripts/lib/maven-cache.sh"
-
-cache_open s3a-jars "hadoop-aws $version and the AWS SDK modules S3A loads" "$dest"
-maven -f "$here/pom.xml" dependency:copy-dependencies \
-  -Dhadoop.version="$version" -DincludeScope=runtime -DoutputDirectory="$dest" \
+fetch_dependencies s3a-jars "hadoop-aws $version and the AWS SDK modules S3A loads" \
+  "$root/.cache/s3a/$version" "hadoop-aws-$version.jar" -Dhadoop.version="$version" \
   -DexcludeGroupIds=io.netty,org.apache.httpcomponents,commons-codec,commons-logging,org.slf4j
-ls "$dest"/hadoop-aws-"$version".jar >/dev/null
-cache_close s3a-jars "$dest" "$(ls "$dest" | grep -c '\.jar$') jars for s3a:// ($(du -sh "$dest" | cut -f1))"

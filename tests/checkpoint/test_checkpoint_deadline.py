@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 
@@ -45,41 +46,37 @@ class _Flaky:
         return "committed"
 
 
+def _retry_timeouts(
+    operation: _Flaky, timeout: float, sleep: Callable[[float], object] | None = None
+) -> str:
+    """``operation`` under :func:`call_with_retries`, which retries its TimeoutErrors until a
+    ``timeout`` s deadline on its clock; a sleep advances the clock unless ``sleep`` is given."""
+    return call_with_retries(
+        operation,
+        deadline=Deadline(timeout, clock=operation.clock),
+        action="commit of sink-0-7",
+        is_retriable=lambda e: isinstance(e, TimeoutError),
+        sleep=sleep or operation.clock.advance,
+    )
+
+
 def test_retriable_errors_are_retried_with_backoff(clock: ManualClock) -> None:
     sleeps: list[float] = []
     operation = _Flaky(clock, [TimeoutError(), TimeoutError()])
-    result = call_with_retries(
-        operation,
-        deadline=Deadline(10.0, clock=clock),
-        action="commit of sink-0-7",
-        is_retriable=lambda e: isinstance(e, TimeoutError),
-        sleep=lambda s: (sleeps.append(s), clock.advance(s)),
-    )
+    result = _retry_timeouts(operation, 10.0, sleep=lambda s: (sleeps.append(s), clock.advance(s)))
     assert (result, operation.calls, sleeps) == ("committed", 3, [0.1, 0.2])
 
 
 def test_fatal_errors_are_not_retried(clock: ManualClock) -> None:
     operation = _Flaky(clock, [ParticipantFenced("newer epoch")])
     with pytest.raises(ParticipantFenced):
-        call_with_retries(
-            operation,
-            deadline=Deadline(10.0, clock=clock),
-            action="commit",
-            is_retriable=lambda e: isinstance(e, TimeoutError),
-            sleep=clock.advance,
-        )
+        _retry_timeouts(operation, 10.0)
     assert operation.calls == 1
 
 
 def test_retries_stop_at_the_deadline_with_the_last_error_as_cause(clock: ManualClock) -> None:
     operation = _Flaky(clock, [TimeoutError("broker busy")] * 100)
     with pytest.raises(DeadlineExceeded, match="commit of sink-0-7 did not finish") as raised:
-        call_with_retries(
-            operation,
-            deadline=Deadline(1.0, clock=clock),
-            action="commit of sink-0-7",
-            is_retriable=lambda e: isinstance(e, TimeoutError),
-            sleep=clock.advance,
-        )
+        _retry_timeouts(operation, 1.0)
     assert isinstance(raised.value.__cause__, TimeoutError)
     assert clock.now <= 1.0 + 1e-9

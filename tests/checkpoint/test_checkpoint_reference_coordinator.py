@@ -64,6 +64,17 @@ def run(tasks: dict[str, InMemoryParticipant], cid: int) -> dict[str, Committabl
     return {name: task.pre_commit(cid) for name, task in tasks.items()}
 
 
+def acknowledged_by_app_0(
+    coordinator: Coordinator, tasks: dict[str, InMemoryParticipant], **trigger: object
+) -> tuple[int, dict[str, Committable]]:
+    """A checkpoint triggered with ``trigger``'s arguments whose barrier reached both tasks,
+    acknowledged by app-0 only: its id, and the committables (app-1's is the test's to send)."""
+    cid = coordinator.trigger(tasks, **trigger)  # type: ignore[arg-type]
+    acks = run(tasks, cid)
+    coordinator.acknowledge(cid, "app-0", acks["app-0"])
+    return cid, acks
+
+
 def test_happy_path_decides_before_it_notifies(store, committer, clock, tasks, broker) -> None:
     coordinator = make(store, committer, clock)
     cid = coordinator.trigger(tasks, source_offsets={("in", 0): 42})
@@ -87,9 +98,7 @@ def test_timeout_aborts_and_late_acknowledgements_are_rolled_back(
     store, committer, clock, tasks, broker
 ) -> None:
     coordinator = make(store, committer, clock, timeout=10.0)
-    cid = coordinator.trigger(tasks)
-    acks = run(tasks, cid)
-    coordinator.acknowledge(cid, "app-0", acks["app-0"])
+    cid, acks = acknowledged_by_app_0(coordinator, tasks)
     clock.advance(10.0)
     assert coordinator.tick() == [cid]
     with pytest.raises(CheckpointAborted, match="acknowledged after it ended"):
@@ -101,9 +110,7 @@ def test_timeout_is_enforced_when_the_last_acknowledgement_arrives(
     store, committer, clock, tasks, broker
 ) -> None:
     coordinator = make(store, committer, clock, timeout=10.0)
-    cid = coordinator.trigger(tasks)
-    acks = run(tasks, cid)
-    coordinator.acknowledge(cid, "app-0", acks["app-0"])
+    cid, acks = acknowledged_by_app_0(coordinator, tasks)
     clock.advance(11.0)
     with pytest.raises(CheckpointTimeout, match=r"no acknowledgement within 10\.0 s"):
         coordinator.acknowledge(cid, "app-1", acks["app-1"])
@@ -112,9 +119,7 @@ def test_timeout_is_enforced_when_the_last_acknowledgement_arrives(
 
 def test_a_decline_aborts_the_checkpoint(store, committer, clock, tasks, broker) -> None:
     coordinator = make(store, committer, clock)
-    cid = coordinator.trigger(tasks)
-    acks = run(tasks, cid)
-    coordinator.acknowledge(cid, "app-0", acks["app-0"])
+    cid, _ = acknowledged_by_app_0(coordinator, tasks)
     assert coordinator.decline(cid, "app-1", "disk full") == [cid]
     assert coordinator.decline(cid, "app-1", "again") == []
     assert [t.transactional_id for t in broker.lingering()] == ["app-1-0"]  # for recover()
@@ -126,9 +131,7 @@ def test_a_failed_commit_keeps_the_decision_and_recover_finishes_it(
     store, committer, clock, tasks, broker
 ) -> None:
     coordinator = make(store, committer, clock)
-    cid = coordinator.trigger(tasks)
-    acks = run(tasks, cid)
-    coordinator.acknowledge(cid, "app-0", acks["app-0"])
+    cid, acks = acknowledged_by_app_0(coordinator, tasks)
     committer.fail_next = TimeoutError("broker unavailable")
     with pytest.raises(CheckpointCommitFailed, match="is decided but 1 transaction"):
         coordinator.acknowledge(cid, "app-1", acks["app-1"])
@@ -185,9 +188,7 @@ def test_restart_after_a_crash_between_decision_and_notify(
     store, committer, clock, tasks, broker
 ) -> None:
     coordinator = make(store, committer, clock)
-    cid = coordinator.trigger(tasks, source_offsets={("in", 0): 7})
-    acks = run(tasks, cid)
-    coordinator.acknowledge(cid, "app-0", acks["app-0"])
+    cid, acks = acknowledged_by_app_0(coordinator, tasks, source_offsets={("in", 0): 7})
     committer.fail_next = SimulatedCrash("killed after the decision write")
     with pytest.raises(SimulatedCrash):
         coordinator.acknowledge(cid, "app-1", acks["app-1"])
@@ -204,8 +205,7 @@ def test_recover_on_a_live_coordinator_aborts_in_flight_checkpoints(
     store, committer, clock, tasks, broker
 ) -> None:
     coordinator = make(store, committer, clock)
-    cid = coordinator.trigger(tasks)
-    coordinator.acknowledge(cid, "app-0", run(tasks, cid)["app-0"])
+    cid, _ = acknowledged_by_app_0(coordinator, tasks)
     assert coordinator.recover().aborted == (cid,)
     assert broker.lingering() == [] and coordinator.trigger(tasks) == cid + 1
 

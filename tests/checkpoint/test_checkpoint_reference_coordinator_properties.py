@@ -24,12 +24,10 @@ from unittest import mock
 import pytest
 from checkpoint_faults import (
     Fault,
-    Faults,
     FaultyCommitter,
     InjectedFailure,
     Key,
-    Ledger,
-    MemoryFiles,
+    LedgerMachine,
     SeededBug,
     SimulatedCrash,
     assert_seeded_bug_found,
@@ -45,13 +43,7 @@ from checkpoint_faults import (
 )
 from hypothesis import event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from checkpoint.errors import (
     CheckpointAborted,
@@ -61,7 +53,7 @@ from checkpoint.errors import (
 )
 from checkpoint.model import CheckpointId, Committable
 from checkpoint.reference_coordinator import Coordinator, CoordinatorConfig
-from checkpoint.testing import InMemoryBroker, InMemoryParticipant, ManualClock
+from checkpoint.testing import InMemoryParticipant, ManualClock
 from checkpoint.two_phase_commit import TwoPhaseCommit
 
 T = TypeVar("T")
@@ -75,17 +67,11 @@ def waiting(machine: CoordinatorMachine) -> bool:
     return machine.coordinator is not None and bool(machine.open)
 
 
-class CoordinatorMachine(RuleBasedStateMachine):
+class CoordinatorMachine(LedgerMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.files = MemoryFiles()
         self.clock = ManualClock()
-        self.broker = InMemoryBroker()
-        self.faults = Faults()
-        self.ledger = Ledger()
-        self.broker.listeners.append(self.ledger.on_visible)
         self.coordinator: Coordinator | None = None
-        self.reader = open_store(self.files)  # another handle on the same files
         self.open: dict[tuple[int, str], Key | None] = {}  # not yet answered: its transaction
         self.attempts: dict[int, set[Key]] = {}  # transactions of undecided checkpoints
         self.offset = 0
@@ -148,11 +134,6 @@ class CoordinatorMachine(RuleBasedStateMachine):
         event(f"recovery re-committed {len(recovery.recommitted)} checkpoint(s)")
         self.open.clear()  # recovery aborted (fenced) every in-flight transaction
         self.recovery_commits_every_decision_and_leaves_nothing_open()
-
-    @named
-    def recovery_commits_every_decision_and_leaves_nothing_open(self) -> None:
-        assert committed_keys(self.broker) >= self.ledger.decided_keys, "a decision was lost"
-        assert self.broker.lingering() == [], "recovery left a transaction open"
 
     # -- rules -----------------------------------------------------------------------------
 
@@ -294,16 +275,6 @@ class CoordinatorMachine(RuleBasedStateMachine):
         return None if key is None else self.writers[name].pre_commit(cid)
 
     # -- invariants ------------------------------------------------------------------------
-
-    @invariant()
-    @named
-    def nothing_visible_before_its_decision_is_durable(self) -> None:
-        assert not self.ledger.violations, self.ledger.violations
-
-    @invariant()
-    @named
-    def decided_checkpoints_are_never_rolled_back(self) -> None:
-        assert not self.ledger.rolled_back(self.broker), "a decided transaction was aborted"
 
     @invariant()
     @named

@@ -33,6 +33,28 @@ def lint() -> LintRule:
 
 
 @pytest.fixture
+def refused_source_option(lint: LintRule) -> Callable[[str, str, str], Finding]:
+    """``refused_source_option("EOS013", "enable.auto.commit", "false")``: the one finding of
+    the rule for the kafka-eos source's option ``kafka.<key>=<value>``, which the source
+    refuses at startup; checked to say so and to give the option's removal as the fix."""
+
+    def run(rule_id: str, key: str, value: str) -> Finding:
+        [finding] = lint(
+            rule_id,
+            consumer={},
+            source_options={f"kafka.{key}": value},
+            kafka_eos_source=True,
+        )
+        assert f"source option kafka.{key}={value}" in finding.message
+        assert "refuses this option" in finding.message
+        assert finding.fix.startswith(f"remove kafka.{key}")
+        assert f"set {key}" not in finding.fix
+        return finding
+
+    return run
+
+
+@pytest.fixture
 def cli() -> Callable[..., Result]:
     """Invoke ``kafka-eos lint`` with click's runner (stdout only, never a TTY)."""
     runner = CliRunner()

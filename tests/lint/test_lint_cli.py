@@ -27,8 +27,15 @@ cluster:
 """
 
 
-def test_flink_default_against_default_broker(cli, write):
-    result = cli("--producer-config", write("p.properties", FLINK_PRODUCER))
+@pytest.fixture
+def flink(write):
+    """``--producer-config`` of a producer with Flink's transaction timeout (1 h), above a
+    default broker's maximum: EOS001 and EOS003 fire."""
+    return ("--producer-config", write("p.properties", FLINK_PRODUCER))
+
+
+def test_flink_default_against_default_broker(cli, flink):
+    result = cli(*flink)
     assert result.exit_code == 1
     assert "ERRORS (1)" in result.output and "EOS001" in result.output
     assert "transaction.timeout.ms=3600000" in result.output
@@ -74,8 +81,8 @@ def test_json_pipeline_file(cli, write, validate):
     assert result.exit_code == 1
 
 
-def test_json_output_validates_against_the_schema(cli, write, validate):
-    result = cli("--producer-config", write("p.properties", FLINK_PRODUCER), "--format", "json")
+def test_json_output_validates_against_the_schema(cli, flink, validate):
+    result = cli(*flink, "--format", "json")
     report = json.loads(result.output)
     assert validate(report) == []
     assert report["summary"]["errors"] == 1 and report["summary"]["warnings"] == 1
@@ -97,10 +104,9 @@ def test_warnings_fail_only_with_strict(cli, write):
     assert "EOS014" in strict.output
 
 
-def test_broker_config_and_downstream_consumers(cli, write):
+def test_broker_config_and_downstream_consumers(cli, write, flink):
     result = cli(
-        "--producer-config",
-        write("p.properties", FLINK_PRODUCER),
+        *flink,
         "--broker-config",
         write("server.properties", "transaction.max.timeout.ms=3600000\n"),
         "--downstream-consumer-config",
@@ -147,13 +153,33 @@ def test_timing_flags(cli, write):
     )
 
 
-def test_client_flag_changes_defaults(cli, write):
-    consumer = write("c.properties", "group.id=g\n")
-    assert cli("--consumer-config", consumer, "--select", "EOS012").exit_code == 0
-    result = cli("--consumer-config", consumer, "--select", "EOS012", "--client", "java")
+@pytest.mark.parametrize(
+    ("config", "select", "flag", "said"),
+    [
+        pytest.param(
+            ("--consumer-config", "c.properties", "group.id=g\n"),
+            "EOS012",
+            ("--client", "java"),
+            ("(java default)", "java defaults"),
+            id="client",
+        ),
+        pytest.param(
+            ("--broker-config", "server.properties", "transactional.id.expiration.ms=604800000\n"),
+            "EOS009",
+            ("--max-idle-time", "14d"),
+            ("max idle time 14d",),
+            id="max-idle-time",
+        ),
+    ],
+)
+def test_a_flag_turns_a_clean_config_into_a_finding(cli, write, config, select, flag, said):
+    """--client changes the defaults; --max-idle-time the pause the brokers must outlast."""
+    option, name, text = config
+    args = (option, write(name, text), "--select", select)
+    assert cli(*args).exit_code == 0
+    result = cli(*args, *flag)
     assert result.exit_code == 1
-    assert "(java default)" in result.output
-    assert "java defaults" in result.output
+    assert all(s in result.output for s in said), result.output
 
 
 def test_topic_flags_use_pipeline_cluster_facts(cli, write):
@@ -164,15 +190,8 @@ def test_topic_flags_use_pipeline_cluster_facts(cli, write):
     assert "topic out replication.factor=1" in result.output
 
 
-def test_ignore(cli, write):
-    result = cli(
-        "--producer-config",
-        write("p.properties", FLINK_PRODUCER),
-        "--ignore",
-        "EOS001",
-        "--ignore",
-        "transaction-timeout-stalls-readers",
-    )
+def test_ignore(cli, flink):
+    result = cli(*flink, "--ignore", "EOS001", "--ignore", "transaction-timeout-stalls-readers")
     assert result.exit_code == 0
     assert "16 rules checked" in result.output
 
@@ -237,14 +256,6 @@ def test_generic_consumer_config_keeps_client_defaults(cli, write):
     result = cli("--consumer-config", consumer, "--max-batch-duration", "6m", "--strict")
     assert result.exit_code == 1
     assert {"EOS013", "EOS014", "EOS016"} <= set(result.output.split())
-
-
-def test_max_idle_time_flag(cli, write):
-    broker = write("server.properties", "transactional.id.expiration.ms=604800000\n")
-    assert cli("--broker-config", broker, "--select", "EOS009").exit_code == 0
-    result = cli("--broker-config", broker, "--select", "EOS009", "--max-idle-time", "14d")
-    assert result.exit_code == 1
-    assert "max idle time 14d" in result.output
 
 
 def test_live_topics_that_do_not_exist_are_reported(cli, monkeypatch, validate):

@@ -134,18 +134,23 @@ class _LosesTheAnswerNet:
         return Future().success(SimpleNamespace(coordinators=[entry]))
 
 
+def _init_producer_id(net: _LosesTheAnswerNet) -> dict[str, CoordinatorAnswer]:
+    """The coordinators' batch of one InitProducerId, of ``TID``, over ``net``."""
+    return call_coordinators(
+        net,  # type: ignore[arg-type]
+        [TID],
+        InitProducerIdCall({TID: TARGET}, {TID: 60_000}),
+        deadline=Deadline(3),
+    )
+
+
 def test_the_coordinators_batch_never_resends_an_init_producer_id_that_may_have_been_taken() -> (
     None
 ):
     """A connection lost after the request went out is the id's answer, not a reason to send
     it again (a describe-to-send window per retry, with nothing looking in between)."""
     net = _LosesTheAnswerNet()
-    answers = call_coordinators(
-        net,  # type: ignore[arg-type]
-        [TID],
-        InitProducerIdCall({TID: TARGET}, {TID: 60_000}),
-        deadline=Deadline(3),
-    )
+    answers = _init_producer_id(net)
     assert net.inits == 1
     assert answers[TID].error is Errors.KafkaConnectionError and not answers[TID].timed_out
 
@@ -173,11 +178,6 @@ def test_a_fence_whose_coordinator_lookup_broke_describes_again() -> None:
     an InitProducerId aborts whatever transaction the id holds by then: the broken lookup is
     the id's answer, after which fence_all describes again (test_kafka_model.py has both)."""
     net = _LookupBreaksOnceNet()
-    answers = call_coordinators(
-        net,  # type: ignore[arg-type]
-        [TID],
-        InitProducerIdCall({TID: TARGET}, {TID: 60_000}),
-        deadline=Deadline(3),
-    )
+    answers = _init_producer_id(net)
     assert net.lookups == 1 and net.inits == 0
     assert answers[TID].error is Errors.KafkaConnectionError and not answers[TID].timed_out

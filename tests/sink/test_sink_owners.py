@@ -96,24 +96,29 @@ def test_a_group_that_holds_no_registration_of_ours_is_no_location() -> None:
     assert isinstance(registry(groups, Clock(), prefix).lookup([OTHER])[OTHER], Unknown)
 
 
+def _warnings_when_registered_again(
+    caplog: pytest.LogCaptureFixture, first: str, second: str
+) -> str:
+    """What the registry warns of when ``OWNER``, registered at ``first``, registers at
+    ``second``."""
+    groups, clock, prefix = ModelGroups({}), Clock(), f"p{uuid.uuid4().hex[:6]}"
+    registry(groups, clock, prefix).register(OWNER, first, [("out", 0)])
+    with caplog.at_level(logging.WARNING, logger="connectors.kafka.sink.owners"):
+        registry(groups, clock, prefix).register(OWNER, second, [("out", 0)])
+    return caplog.text
+
+
 def test_the_same_owner_at_another_location_is_warned_about(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A copied checkpoint: two queries with one owner would share transactional ids."""
-    groups, clock, prefix = ModelGroups({}), Clock(), f"p{uuid.uuid4().hex[:6]}"
-    registry(groups, clock, prefix).register(OWNER, "hdfs://nn/cp/a", [("out", 0)])
-    with caplog.at_level(logging.WARNING, logger="connectors.kafka.sink.owners"):
-        registry(groups, clock, prefix).register(OWNER, "hdfs://nn/cp/b", [("out", 0)])
-    assert "'hdfs://nn/cp/a'" in caplog.text and "'hdfs://nn/cp/b'" in caplog.text
-    assert "stop one" in caplog.text
+    warned = _warnings_when_registered_again(caplog, "hdfs://nn/cp/a", "hdfs://nn/cp/b")
+    assert "'hdfs://nn/cp/a'" in warned and "'hdfs://nn/cp/b'" in warned
+    assert "stop one" in warned
 
 
 def test_the_same_location_spelled_another_way_is_not_warned_about(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A restart on ``file://<path>/`` after ``<path>`` is the same checkpoint: no copy."""
-    groups, clock, prefix = ModelGroups({}), Clock(), f"p{uuid.uuid4().hex[:6]}"
-    registry(groups, clock, prefix).register(OWNER, "/cp/a", [("out", 0)])
-    with caplog.at_level(logging.WARNING, logger="connectors.kafka.sink.owners"):
-        registry(groups, clock, prefix).register(OWNER, "file:///cp/a/", [("out", 0)])
-    assert "stop one" not in caplog.text
+    assert "stop one" not in _warnings_when_registered_again(caplog, "/cp/a", "file:///cp/a/")

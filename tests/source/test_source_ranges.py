@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from connectors.kafka.source.errors import SourceOptionError
+from connectors.kafka.source.offsets import PartitionKey
 from connectors.kafka.source.ranges import OffsetRange, batch_ranges, plan_ranges, split_ranges
 
 
@@ -97,14 +98,27 @@ def test_splitting_covers_every_offset_exactly_once(
             assert all(p.size <= max_records for p in mine)
 
 
-def test_batch_ranges() -> None:
-    ranges = batch_ranges(
-        {("t", 0): 0, ("t", 1): 5},
-        {("t", 0): 10, ("t", 1): 5},
-        {("t", 0): 10, ("t", 1): 9},
+def by_offsets(
+    start: dict[PartitionKey, int],
+    end: dict[PartitionKey, int],
+    latest: dict[PartitionKey, int],
+    fail_on_data_loss: bool = True,
+) -> list[OffsetRange]:
+    """:func:`batch_ranges` of a read bounded by startingOffsets and endingOffsets."""
+    return batch_ranges(
+        start,
+        end,
+        latest,
         starting="startingOffsets",
         ending="endingOffsets",
         end_by_timestamp=False,
+        fail_on_data_loss=fail_on_data_loss,
+    )
+
+
+def test_batch_ranges() -> None:
+    ranges = by_offsets(
+        {("t", 0): 0, ("t", 1): 5}, {("t", 0): 10, ("t", 1): 5}, {("t", 0): 10, ("t", 1): 9}
     )
     assert ranges == [OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 5, 5)]
 
@@ -112,9 +126,7 @@ def test_batch_ranges() -> None:
 def test_batch_end_beyond_latest_fails_unless_found_by_timestamp() -> None:
     args = ({("t", 0): 0, ("t", 1): 0}, {("t", 0): 50, ("t", 1): 70}, {("t", 0): 40, ("t", 1): 60})
     with pytest.raises(SourceOptionError) as caught:
-        batch_ranges(
-            *args, starting="startingOffsets", ending="endingOffsets", end_by_timestamp=False
-        )
+        by_offsets(*args)
     message = str(caught.value)
     # Every partition beyond, the latest offsets, and each way out.
     assert "endingOffsets='t-0=50, t-1=70'" in message
@@ -131,13 +143,10 @@ def test_batch_end_beyond_latest_ends_there_without_fail_on_data_loss(
 ) -> None:
     """Spark's outcome with failOnDataLoss=false: the read ends at the latest offset."""
     with caplog.at_level(logging.WARNING):
-        ranges = batch_ranges(
+        ranges = by_offsets(
             {("t", 0): 0, ("t", 1): 0},
             {("t", 0): 50, ("t", 1): 30},
             {("t", 0): 40, ("t", 1): 60},
-            starting="startingOffsets",
-            ending="endingOffsets",
-            end_by_timestamp=False,
             fail_on_data_loss=False,
         )
     assert ranges == [OffsetRange("t", 0, 0, 40), OffsetRange("t", 1, 0, 30)]
@@ -146,11 +155,4 @@ def test_batch_end_beyond_latest_ends_there_without_fail_on_data_loss(
 
 def test_batch_start_after_end_fails() -> None:
     with pytest.raises(SourceOptionError, match=r"startingOffsets='t-0=30'.*after the end 20"):
-        batch_ranges(
-            {("t", 0): 30},
-            {("t", 0): 20},
-            {("t", 0): 40},
-            starting="startingOffsets",
-            ending="endingOffsets",
-            end_by_timestamp=False,
-        )
+        by_offsets({("t", 0): 30}, {("t", 0): 20}, {("t", 0): 40})

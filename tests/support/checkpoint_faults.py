@@ -22,7 +22,7 @@ from unittest import mock
 
 from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, invariant, run_state_machine_as_test
 
 from checkpoint.errors import CheckpointCommitFailed
 from checkpoint.model import CheckpointId, Committable, Snapshot
@@ -411,3 +411,33 @@ def committed_keys(broker: InMemoryBroker) -> set[Key]:
 
 def duplicates(broker: InMemoryBroker) -> list[Any]:
     return [record for record, count in Counter(broker.visible).items() if count > 1]
+
+
+class LedgerMachine(RuleBasedStateMachine):
+    """The base of the property machines: an in-memory broker and store files, faults to arm,
+    a ledger that sees each decision written and each transaction made visible, and the checks
+    every machine makes of them. A machine adds its process (coordinator or driver) and rules."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.files = MemoryFiles()
+        self.broker = InMemoryBroker()
+        self.faults = Faults()
+        self.ledger = Ledger()
+        self.broker.listeners.append(self.ledger.on_visible)
+        self.reader = open_store(self.files)  # another handle on the same files, never faulty
+
+    @named
+    def recovery_commits_every_decision_and_leaves_nothing_open(self) -> None:
+        assert committed_keys(self.broker) >= self.ledger.decided_keys, "a decision was lost"
+        assert self.broker.lingering() == [], "recovery left a transaction open"
+
+    @invariant()
+    @named
+    def nothing_visible_before_its_decision_is_durable(self) -> None:
+        assert not self.ledger.violations, self.ledger.violations
+
+    @invariant()
+    @named
+    def decided_transactions_are_never_rolled_back(self) -> None:
+        assert not self.ledger.rolled_back(self.broker), "a decided transaction was aborted"

@@ -45,6 +45,10 @@ class _Inode:
     entries: dict[str, int] = field(default_factory=dict)  # a directory's names, as seen
     durable: dict[str, int] = field(default_factory=dict)  # ... and after a power loss
 
+    def listing(self, durable: bool) -> dict[str, int]:
+        """A directory's names as processes see them, or as a power loss leaves them."""
+        return self.durable if durable else self.entries
+
 
 # One directory operation not yet durable: (directory inode, name, inode or None if removed)
 # for each entry it changes; a rename within one directory changes two entries at once.
@@ -98,7 +102,7 @@ class PosixModel:
         """The machine loses power: the disk keeps what was durable, plus the ``keep`` oldest
         directory operations still pending; everything else is lost."""
         for change in self._pending[:keep]:
-            self._apply_durably(change)
+            self._apply(change, durable=True)
         self._pending.clear()
         live = self._reachable(durable=True)
         self._inodes = {ino: node for ino, node in self._inodes.items() if ino in live}
@@ -118,19 +122,22 @@ class PosixModel:
 
     def durable_files(self, directory: str) -> dict[str, bytes]:
         """The files a power loss would leave in ``directory``: name -> durable bytes."""
-        ino = self._lookup(directory, durable=True)
-        if ino is None or not self._inodes[ino].is_dir:
-            return {}
-        entries = self._inodes[ino].durable.items()
-        return {n: self._inodes[i].synced for n, i in entries if not self._inodes[i].is_dir}
+        return self._files(directory, durable=True)
 
     def files(self, directory: str) -> dict[str, bytes]:
         """The files a process sees in ``directory``: name -> bytes."""
-        ino = self._lookup(directory, durable=False)
+        return self._files(directory, durable=False)
+
+    def _files(self, directory: str, *, durable: bool) -> dict[str, bytes]:
+        ino = self._lookup(directory, durable=durable)
         if ino is None or not self._inodes[ino].is_dir:
             return {}
-        entries = self._inodes[ino].entries.items()
-        return {n: self._inodes[i].data for n, i in entries if not self._inodes[i].is_dir}
+        entries = self._inodes[ino].listing(durable).items()
+        return {
+            name: self._inodes[i].synced if durable else self._inodes[i].data
+            for name, i in entries
+            if not self._inodes[i].is_dir
+        }
 
     @contextlib.contextmanager
     def patch(self, module: ModuleType | str) -> Iterator[None]:
@@ -287,27 +294,22 @@ class PosixModel:
             listener()
 
     def _change(self, change: tuple[_Change, ...]) -> None:
-        for directory, name, ino in change:
-            entries = self._inodes[directory].entries
-            if ino is None:
-                entries.pop(name, None)
-            else:
-                entries[name] = ino
+        self._apply(change, durable=False)
         self._pending.append(change)
 
-    def _apply_durably(self, change: tuple[_Change, ...]) -> None:
+    def _apply(self, change: tuple[_Change, ...], *, durable: bool) -> None:
         for directory, name, ino in change:
-            durable = self._inodes[directory].durable
+            listing = self._inodes[directory].listing(durable)
             if ino is None:
-                durable.pop(name, None)
+                listing.pop(name, None)
             else:
-                durable[name] = ino
+                listing[name] = ino
 
     def _reachable(self, *, durable: bool) -> set[int]:
         seen, todo = {_ROOT}, [_ROOT]
         while todo:
             node = self._inodes[todo.pop()]
-            for ino in (node.durable if durable else node.entries).values():
+            for ino in node.listing(durable).values():
                 if ino not in seen:
                     seen.add(ino)
                     if self._inodes[ino].is_dir:
@@ -324,7 +326,7 @@ class PosixModel:
             node = self._inodes[ino]
             if not node.is_dir:
                 return None
-            found = (node.durable if durable else node.entries).get(part)
+            found = node.listing(durable).get(part)
             if found is None:
                 return None
             ino = found

@@ -100,9 +100,9 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         " `kafka-eos txn resolve`",
         settings=(
             timeout,
-            ctx.timing_setting("trigger_interval_ms"),
-            ctx.timing_setting("max_batch_duration_ms"),
-            ctx.timing_setting("max_restart_time_ms"),
+            *ctx.timing_settings(
+                "trigger_interval_ms", "max_batch_duration_ms", "max_restart_time_ms"
+            ),
         ),
         fix=fix + ", or shorten the trigger interval, batches or restart time",
     )

@@ -78,8 +78,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         " commit the batch the checkpoint recorded",
         settings=(
             expiration,
-            ctx.timing_setting("max_idle_time_ms"),
-            ctx.timing_setting("max_checkpoint_age_ms"),
+            *ctx.timing_settings("max_idle_time_ms", "max_checkpoint_age_ms"),
         ),
         fix=f"raise transactional.id.expiration.ms to at least {pause} on every broker, or"
         " never let the pipeline idle or restore checkpoints older than"

@@ -76,6 +76,10 @@ RULE = RuleMeta(
 )
 
 _LOSS = "a broker failure can lose records that were already committed"
+_UNCHECKED = (
+    "its durability was not checked; if the broker auto-creates it, it gets the broker's"
+    " default replication and min.insync.replicas"
+)
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
@@ -84,16 +88,11 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     for name in ctx.input.output_topic_names():
         topic = ctx.topic(name)
         if topic is None:
-            if ctx.topic_missing(name):
-                yield RULE.finding(
-                    f"output topic {name} does not exist on the cluster, so its durability"
-                    " was not checked; if the broker auto-creates it, it gets the broker's"
-                    " default replication and min.insync.replicas",
-                    settings=(Setting("cluster", "topic", name),),
-                    fix=f"create {name} before the job runs, with replication factor"
-                    f" {min_rf} and min.insync.replicas={min_isr}, then lint again",
-                    severity="info",
-                )
+            fix = (
+                f"create {name} before the job runs, with replication factor {min_rf} and"
+                f" min.insync.replicas={min_isr}, then lint again"
+            )
+            yield from RULE.missing_topic(ctx, "output", name, _UNCHECKED, fix)
             continue
         rf = topic.facts.replication_factor
         if rf is not None and rf < min_rf:

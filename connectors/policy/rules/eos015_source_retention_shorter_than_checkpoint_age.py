@@ -58,7 +58,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from connectors.options import format_duration
-from connectors.policy.context import LintContext, Setting
+from connectors.policy.context import LintContext
 from connectors.policy.findings import Finding
 from connectors.policy.rule import RuleMeta
 
@@ -70,15 +70,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     for name in ctx.input.source_topic_names():
         topic = ctx.topic(name)
         if topic is None:
-            if ctx.topic_missing(name):
-                yield RULE.finding(
-                    f"source topic {name} does not exist on the cluster, so its retention was"
-                    " not checked",
-                    settings=(Setting("cluster", "topic", name),),
-                    fix=f"check the topic name, or create {name} before the job runs and"
-                    " lint again",
-                    severity="info",
-                )
+            fix = f"check the topic name, or create {name} before the job runs and lint again"
+            yield from RULE.missing_topic(ctx, "source", name, "its retention was not checked", fix)
             continue
         retention = topic.get("retention.ms")
         if retention.ms() < 0 or retention.ms() >= age:
@@ -86,7 +79,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         yield RULE.finding(
             f"{retention.timed()} is shorter than the max checkpoint age {format_duration(age)}:"
             " restoring an older checkpoint resumes from offsets retention already deleted",
-            settings=(retention, ctx.timing_setting("max_checkpoint_age_ms")),
+            settings=(retention, *ctx.timing_settings("max_checkpoint_age_ms")),
             fix=f"set retention.ms on topic {name} to at least {age} (or -1), or never restore"
             f" checkpoints older than {format_duration(retention.ms())}",
         )

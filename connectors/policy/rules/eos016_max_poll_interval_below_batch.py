@@ -78,8 +78,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         " group mid-batch and the batch is replayed, over and over",
         settings=(
             interval,
-            ctx.timing_setting("trigger_interval_ms"),
-            ctx.timing_setting("max_batch_duration_ms"),
+            *ctx.timing_settings("trigger_interval_ms", "max_batch_duration_ms"),
         ),
         fix=f"set max.poll.interval.ms to at least {2 * gap} (twice the longest batch), or"
         " read with assign instead of subscribe",
