@@ -83,7 +83,7 @@ from checkpoint.model import Snapshot
 from checkpoint.store import SnapshotStore
 from checkpoint.testing import ManualClock
 from checkpoint.two_phase_commit import TwoPhaseCommit
-from connectors.kafka import coordinators, fence, transactions
+from connectors.kafka import fence, transactions, txn_coordinators
 from connectors.kafka.sink import owners
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import (
@@ -235,7 +235,7 @@ class SparkOnModelKafka(RuleBasedStateMachine):
                 {**(call_with_retries.__kwdefaults__ or {}), "sleep": clock.advance},
             ),
             mock.patch.object(fence.fence_all, "__kwdefaults__", {"sleep": clock.advance}),
-            mock.patch.object(coordinators, "time", SimpleNamespace(monotonic=clock)),
+            mock.patch.object(txn_coordinators, "time", SimpleNamespace(monotonic=clock)),
             mock.patch.object(
                 owners.OwnerRegistry.__init__,
                 "__kwdefaults__",
