@@ -52,6 +52,7 @@ from connectors.avro.batches import BatchEncoder
 from connectors.kafka.cluster_facts import LiveClusterError, read_cluster
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import DecidedTransactionError, TransactionLostError
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
 from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
 from connectors.kafka.sink.options import (
     DeliveryGuarantee,
@@ -59,7 +60,7 @@ from connectors.kafka.sink.options import (
     SinkOptionError,
     SinkOptions,
 )
-from connectors.kafka.sink.writer import AtLeastOnceWriter, ExactlyOnceWriter, NoGuaranteeWriter
+from connectors.kafka.sink.writer import AtLeastOnceWriter, NoGuaranteeWriter
 from connectors.policy import checked_sink_config
 from connectors.policy.inputs import Timing
 from connectors.spark.compat import DataSourceStreamArrowWriter

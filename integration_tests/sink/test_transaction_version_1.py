@@ -36,9 +36,9 @@ from checkpoint.deadline import Deadline
 from checkpoint.model import Committable
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import CommitUndeterminedError, TransactionLostError
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
 from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.sink.outcome import Outcome, outcome
-from connectors.kafka.sink.writer import ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_coordinators import (
     api_versions_request,

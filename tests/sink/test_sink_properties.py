@@ -91,9 +91,10 @@ from connectors.kafka.sink.errors import (
     PreCommitLostError,
     TransactionLostError,
 )
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
 from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.sink.options import SinkOptions, decision_location
-from connectors.kafka.sink.writer import DeliveryFailed, ExactlyOnceWriter
+from connectors.kafka.sink.writer import DeliveryFailed
 from connectors.kafka.txn_state import TxnDescription, TxnState
 from connectors.spark import sink as spark_sink
 
@@ -224,7 +225,8 @@ class SparkOnModelKafka(RuleBasedStateMachine):
             ),
             mock.patch.object(ExactlyOnceWriter, "_admin_client", lambda w: machine.executor_admin),
             mock.patch(
-                "connectors.kafka.sink.writer.time", SimpleNamespace(monotonic=clock, time=clock)
+                "connectors.kafka.sink.exactly_once_writer.time",
+                SimpleNamespace(monotonic=clock, time=clock),
             ),
             # Every deadline, backoff and throttle of the admin path on the model clock: the
             # model network's polls advance it, nothing sleeps in real time.
