@@ -27,7 +27,8 @@ transaction ended by anyone but a fence lets its producer begin another at the s
 and the records written before are gone. So the described transaction must be this
 producer's own (its id and epoch, which librdkafka reports in its statistics), must hold every
 partition this producer wrote to (the statistics again), and must have begun no later than
-this producer's first record was acknowledged.
+this producer's first record was acknowledged: :func:`~connectors.kafka.txn_state.standing_of`
+answers all three, as it does for the driver.
 
 The producer is never closed: confluent-kafka's ``close()`` aborts the open transaction, which
 would drop the pre-committed batch. Dropping the object, or the worker exiting, leaves the
@@ -52,7 +53,7 @@ from connectors.kafka.client_pool import ClientPool
 from connectors.kafka.sink.lifetime import commit_margin_ms, transaction_timeout_ms
 from connectors.kafka.sink.writer import BaseWriter, DeliveryFailed, TransactionTooLong
 from connectors.kafka.transactions import TransactionAdmin
-from connectors.kafka.txn_state import TxnState
+from connectors.kafka.txn_state import Standing, TxnState, standing_of
 
 # How often librdkafka reports the producer's id, epoch and partitions; a pre-commit waits for
 # one report made after its flush began, at most this long after the flush.
@@ -283,8 +284,9 @@ class ExactlyOnceWriter(BaseWriter):
         own = self._stats.producer_id_and_epoch
         tid = self.transactional_id
         now = self._admin_client().describe([tid])[tid]
-        if own is None or now is None or now.holds(*own):
+        if own is None or standing_of(now, *own) in (Standing.UNKNOWN, Standing.HELD):
             return
+        assert now is not None  # not open, or fenced
         raise DeliveryFailed(
             f"transaction {tid} (producer id {own[0]}, epoch {own[1]}) was fenced while the "
             f"task wrote: its id is now {now.state.value} at producer id {now.producer_id}, "
@@ -316,13 +318,23 @@ class ExactlyOnceWriter(BaseWriter):
         assert stats.producer_id_and_epoch is not None
         producer_id, epoch = stats.producer_id_and_epoch
         now = self._admin_client().describe([tid])[tid]
-        if now is None or now.state != TxnState.ONGOING:
+        written = stats.partitions()
+        acked_ms = stats.first_acked_ms or int(time.time() * 1000)
+        standing = standing_of(
+            now,
+            producer_id,
+            epoch,
+            begun_by_ms=acked_ms + CLOCK_SKEW_TOLERANCE_MS,
+            partitions=written,
+        )
+        if standing in (Standing.UNKNOWN, Standing.NOT_OPEN):
             raise DeliveryFailed(
                 f"transaction {tid} is not open after its flush "
                 f"({now.state.value if now else 'unknown id'}): the driver aborted it (this "
                 "attempt lost to another attempt of the task), or it timed out"
             )
-        if (now.producer_id, now.epoch) != (producer_id, epoch):
+        assert now is not None
+        if standing is Standing.FENCED:
             # Another attempt of this task took the same id between this one's choice of it
             # and its init: the open transaction is the other attempt's, and committing it
             # would lose this batch.
@@ -332,16 +344,14 @@ class ExactlyOnceWriter(BaseWriter):
                 f"{now.producer_id}, epoch {now.epoch}. Another attempt of the same task "
                 "took the same transactional id at the same moment; Spark retries this one"
             )
-        missing = sorted(stats.partitions() - set(now.partitions))
-        acked_ms = stats.first_acked_ms or int(time.time() * 1000)
-        if missing or now.start_time_ms > acked_ms + CLOCK_SKEW_TOLERANCE_MS:
+        if standing in (Standing.PARTITION_MISSING, Standing.BEGUN_AGAIN):
             # The transaction was ended at this producer's own epoch while it wrote (under
             # transactions V1, by anything but a fence), and its next partition began a new
             # one: committing it would lose everything written before, silently.
             raise DeliveryFailed(
                 f"transaction {tid} (producer id {producer_id}, epoch {epoch}) is not the one "
                 f"this task wrote: its coordinator lists partitions {list(now.partitions)}, "
-                f"without {missing} that this producer wrote to, and says it began at "
+                f"without {now.missing(written)} that this producer wrote to, and says it began at "
                 f"{now.start_time_ms} ms, against {acked_ms} ms when this producer's first "
                 "record was acknowledged. Something ended the task's transaction at its own "
                 "epoch (a release of kafka-eos before fences, or another tool's abort) and the "

@@ -23,7 +23,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from checkpoint.model import Committable
-from connectors.kafka.txn_state import TxnDescription
+from connectors.kafka.txn_state import Standing, TxnDescription, standing_of
 
 
 class Outcome(StrEnum):
@@ -47,7 +47,7 @@ def outcome(decided: Committable, now: TxnDescription | None, *, bump_possible: 
     p, e, start = decided.producer_id, decided.epoch, decided.start_time_ms
     if now.is_commit_of(p, e, bump_possible=bump_possible, start_time_ms=start):
         return Outcome.COMMITTED
-    if now.holds(p, e, start):
+    if standing_of(now, p, e, start_time_ms=start) is Standing.HELD:
         return Outcome.COMMITTABLE
     if now.is_abort_of(p, e, start):
         return Outcome.LOST
