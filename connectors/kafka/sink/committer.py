@@ -32,7 +32,7 @@ from connectors.kafka.sink.errors import (
 )
 from connectors.kafka.sink.lifetime import commit_margin_ms, remaining_ms
 from connectors.kafka.sink.naming import NO_OWNER, TransactionalIdNaming
-from connectors.kafka.sink.outcome import Outcome, outcome
+from connectors.kafka.sink.outcome import Outcome, outcome, shown
 from connectors.kafka.sink.owners import Entry, OwnerRegistry, Unknown
 from connectors.kafka.transactions import (
     TransactionAdmin,
@@ -200,10 +200,10 @@ class KafkaCommitter:
 
     def _check_committed(self, committable: Committable, error: type[Exception]) -> None:
         """EndTxn answered ``error``: success only if the transaction is committed already."""
-        tid = committable.transactional_id
+        tid, c = committable.transactional_id, committable
         now = self.admin.describe([tid])[tid]
         bump_possible = now is not None and self.admin.epoch_bumps_on_end_at(now.coordinator_id)
-        standing = outcome(committable, now, bump_possible=bump_possible)
+        standing = outcome(c, now, bump_possible=bump_possible)
         if standing is Outcome.COMMITTED:
             return  # committed before (a re-driven commit after a crash): idempotent
         if standing is Outcome.COMMITTABLE:
@@ -213,21 +213,9 @@ class KafkaCommitter:
                 f"EndTxn(commit) of {tid} answered {error.__name__}; the transaction is still "
                 "open and is committed again at the next restart"
             )
-        seen = (
-            "unknown to its coordinator"
-            if now is None
-            else (
-                f"now {now.state.value} with producer id {now.producer_id}, epoch {now.epoch}, "
-                f"begun at {now.start_time_ms} (this one began at {committable.start_time_ms})"
-            )
-        )
         lost = TransactionLostError if standing is Outcome.LOST else CommitUndeterminedError
-        raise lost(
-            tid,
-            committable.producer_id,
-            committable.epoch,
-            f"EndTxn(commit) answered {error.__name__}; the id is {seen}",
-        )
+        detail = f"EndTxn(commit) answered {error.__name__}; the id is {shown(c, now)}"
+        raise lost(tid, c.producer_id, c.epoch, detail)
 
     def abort(self, committable: Committable) -> None:
         """Fence a pre-committed transaction's producer, which aborts the transaction; one

@@ -52,3 +52,13 @@ def outcome(decided: Committable, now: TxnDescription | None, *, bump_possible: 
     if now.is_abort_of(p, e, start):
         return Outcome.LOST
     return Outcome.UNDETERMINED
+
+
+def shown(decided: Committable, now: TxnDescription | None) -> str:
+    """What the coordinator shows of a decided transaction's id, for an error that names it."""
+    if now is None:
+        return "unknown to its coordinator"
+    return (
+        f"now {now.state.value} with producer id {now.producer_id}, epoch {now.epoch}, "
+        f"begun at {now.start_time_ms} (this one began at {decided.start_time_ms})"
+    )
