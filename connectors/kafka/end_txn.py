@@ -15,7 +15,7 @@ from typing import Any
 import kafka.errors as Errors
 from kafka.protocol.producer.transaction import EndTxnRequest
 
-from connectors.kafka.coordinators import COORDINATOR_MOVED_ERRORS, CoordinatorAnswer
+from connectors.kafka.txn_coordinators import COORDINATOR_MOVED_ERRORS, CoordinatorAnswer
 
 # Worth another try before the deadline: the coordinator moved, is loading, or is still
 # completing a previous EndTxn of the same transactional id.
@@ -28,7 +28,7 @@ RETRIABLE_END_TXN_ERRORS: tuple[type[Exception], ...] = (
 
 def end_txn_version(versions: Mapping[int, int]) -> int:
     """The EndTxn version for a broker that speaks ``versions`` (API key -> highest usable,
-    :func:`~connectors.kafka.coordinators.usable_versions`: v5, which bumps the epoch, only
+    :func:`~connectors.kafka.txn_coordinators.usable_versions`: v5, which bumps the epoch, only
     where the broker finalized ``transaction.version`` 2)."""
     return min(EndTxnRequest.max_version, versions[EndTxnRequest.API_KEY])
 

@@ -40,8 +40,8 @@ import kafka.errors as Errors
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from checkpoint.deadline import Deadline, retry_pause
-from connectors.kafka.coordinators import COORDINATOR_MOVED_ERRORS, CoordinatorAnswer
 from connectors.kafka.end_txn import EndTxnTarget
+from connectors.kafka.txn_coordinators import COORDINATOR_MOVED_ERRORS, CoordinatorAnswer
 from connectors.kafka.txn_state import TxnDescription, TxnState
 
 # InitProducerId v3 (Kafka 2.5+, KIP-360) is the first that names the producer id and epoch.

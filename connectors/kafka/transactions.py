@@ -6,7 +6,7 @@ can: EndTxn names the transaction by transactional id, producer id and epoch, wh
 what a committable records. kafka-python provides the requests and the admin calls
 (DescribeTransactions, ListTransactions, FindCoordinator), so nothing here hand-writes the
 wire format. A batch's EndTxns go to all its coordinators at once, under one deadline
-(:mod:`connectors.kafka.coordinators`). Commits are EndTxns; every abort is a fence
+(:mod:`connectors.kafka.txn_coordinators`). Commits are EndTxns; every abort is a fence
 (:mod:`connectors.kafka.fence`), which no producer survives.
 """
 
@@ -24,13 +24,6 @@ from kafka.protocol.admin.transactions import DescribeTransactionsRequest
 from checkpoint.deadline import Deadline, call_with_retries
 from checkpoint.errors import DeadlineExceeded
 from connectors.kafka.client_config import kafka_python_config
-from connectors.kafka.coordinators import (
-    EPOCH_BUMP_END_TXN_VERSION,
-    IN_FLIGHT_PER_BROKER,
-    CoordinatorAnswer,
-    broker_max_versions,
-    call_coordinators,
-)
 from connectors.kafka.end_txn import (
     RETRIABLE_END_TXN_ERRORS,
     EndTxnCall,
@@ -40,6 +33,13 @@ from connectors.kafka.end_txn import (
 )
 from connectors.kafka.fence import FenceOutcome, InitProducerIdCall, fence_all
 from connectors.kafka.sink.naming import named_for_prefix
+from connectors.kafka.txn_coordinators import (
+    EPOCH_BUMP_END_TXN_VERSION,
+    IN_FLIGHT_PER_BROKER,
+    CoordinatorAnswer,
+    broker_max_versions,
+    call_coordinators,
+)
 from connectors.kafka.txn_state import TxnDescription, TxnState
 
 # The transaction is no longer the one the caller named: ended, or fenced by a newer epoch.
@@ -250,7 +250,7 @@ class TransactionAdmin:
     ) -> bool:
         """Whether an EndTxn at this coordinator may move the epoch on: it speaks EndTxn v5
         (transactions V2) and has finalized ``transaction.version`` 2, so it is sent v5
-        (:func:`~connectors.kafka.coordinators.usable_versions`). Asked of that broker itself
+        (:func:`~connectors.kafka.txn_coordinators.usable_versions`). Asked of that broker itself
         (ApiVersions), because brokers of a cluster in a rolling upgrade speak different
         versions; :meth:`end_transactions` sends each coordinator the EndTxn version this
         answers for. A 4.x cluster at level 0 (upgraded from 3.x without finalizing it) would

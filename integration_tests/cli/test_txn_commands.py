@@ -27,10 +27,10 @@ from checkpoint.model import Committable, Snapshot
 from checkpoint.store import SnapshotStore
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import TransactionLostError
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
 from connectors.kafka.sink.naming import TransactionalIdNaming, derived_prefix, owner_of
 from connectors.kafka.sink.options import decision_location
 from connectors.kafka.sink.owners import OwnerRegistry
-from connectors.kafka.sink.writer import ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
 from integration_tests.sink.transactions import (

@@ -17,9 +17,9 @@ import pytest
 from confluent_kafka import Producer
 
 from checkpoint.deadline import Deadline
-from connectors.kafka.coordinators import COORDINATOR_MOVED_ERRORS
 from connectors.kafka.end_txn import EndTxnResult, EndTxnTarget
 from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_coordinators import COORDINATOR_MOVED_ERRORS
 from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import KafkaFactory, create_topic, write_transaction
 from integration_tests.sink.transactions import values

@@ -33,7 +33,7 @@ from checkpoint.store import SnapshotStore
 from checkpoint.two_phase_commit import TwoPhaseCommit
 from connectors.kafka.fence import FENCE_INIT_PRODUCER_ID_VERSION
 from connectors.kafka.sink.committer import KafkaCommitter
-from connectors.kafka.sink.writer import ExactlyOnceWriter
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic

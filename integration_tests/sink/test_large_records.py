@@ -16,8 +16,8 @@ import pytest
 
 from checkpoint.errors import ConfigError
 from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
 from connectors.kafka.sink.options import SinkOptions
-from connectors.kafka.sink.writer import ExactlyOnceWriter
 from integration_tests.conftest import create_topic
 from integration_tests.sink.conftest import default_version_only
 from integration_tests.sink.transactions import commit_visibly

@@ -30,9 +30,9 @@ from confluent_kafka import Producer
 from checkpoint.model import Committable
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import TransactionLostError
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
 from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.sink.options import SinkOptions
-from connectors.kafka.sink.writer import ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic
@@ -52,7 +52,7 @@ OWNER = "0123abcd"
 CHILD_TASK = """
 import json, os, signal, sys
 import pyarrow as pa
-from connectors.kafka.sink.writer import ExactlyOnceWriter
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
 
 config, topic, tid, ending, keep = json.loads(sys.argv[1]), *sys.argv[2:6]
 

@@ -20,9 +20,9 @@ from checkpoint.store import SnapshotStore
 from checkpoint.two_phase_commit import TwoPhaseCommit
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import PrefixConflictError
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
 from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
 from connectors.kafka.sink.owners import registry_group
-from connectors.kafka.sink.writer import ExactlyOnceWriter
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic

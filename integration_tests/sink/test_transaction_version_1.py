@@ -10,7 +10,7 @@ UNSUPPORTED_VERSION and wedges the transaction (Ongoing, CONCURRENT_TRANSACTIONS
 EndTxn, not aborted at its timeout) until its coordinator reloads. So the committer sends v5
 only at level 2, as Kafka's own producer does, and v4 (which keeps the epoch: V1) at 0 and 1,
 and the commit oracle expects E + 1 exactly where it sent v5
-(``connectors/kafka/coordinators.py``). librdkafka's
+(``connectors/kafka/txn_coordinators.py``). librdkafka's
 own EndTxn is v1 on every level: the writer's producers never bump.
 
 What the sink relies on, on each cluster, with the real writer and committer (no Spark): a
@@ -34,19 +34,19 @@ from kafka.net.compat import KafkaNetClient
 
 from checkpoint.deadline import Deadline
 from checkpoint.model import Committable
-from connectors.kafka.coordinators import (
+from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.errors import CommitUndeterminedError, TransactionLostError
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
+from connectors.kafka.sink.naming import TransactionalIdNaming
+from connectors.kafka.sink.outcome import Outcome, outcome
+from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_coordinators import (
     api_versions_request,
     max_versions,
     send,
     transaction_version,
     usable_versions,
 )
-from connectors.kafka.sink.committer import KafkaCommitter
-from connectors.kafka.sink.errors import CommitUndeterminedError, TransactionLostError
-from connectors.kafka.sink.naming import TransactionalIdNaming
-from connectors.kafka.sink.outcome import Outcome, outcome
-from connectors.kafka.sink.writer import ExactlyOnceWriter
-from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic
 from integration_tests.kafka_fixtures import ClusterPool, cluster_spec

@@ -20,7 +20,8 @@ from confluent_kafka import Producer
 
 from checkpoint.errors import ConfigError
 from connectors.kafka.sink.committer import KafkaCommitter
-from connectors.kafka.sink.writer import DeliveryFailed, ExactlyOnceWriter, TransactionTooLong
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
+from connectors.kafka.sink.writer import DeliveryFailed, TransactionTooLong
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic

@@ -23,8 +23,9 @@ from confluent_kafka import Producer
 from checkpoint.model import Committable
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import CommitUndeterminedError
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
 from connectors.kafka.sink.naming import TransactionalIdNaming
-from connectors.kafka.sink.writer import DeliveryFailed, ExactlyOnceWriter
+from connectors.kafka.sink.writer import DeliveryFailed
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnState
 from integration_tests.conftest import create_topic

@@ -33,7 +33,7 @@ from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.naming import OwnedId
 from connectors.kafka.sink.options import decision_location
 from connectors.kafka.sink.owners import Entry, Registration, Unknown
-from connectors.kafka.txn_state import TxnDescription, TxnState
+from connectors.kafka.txn_state import Standing, TxnDescription, TxnState, standing_of
 
 DecisionKey = tuple[str, int, int]
 """(transactional id, producer id, epoch): :attr:`checkpoint.model.Committable.key`."""
@@ -92,15 +92,13 @@ class AbortOutcome:
     @property
     def failure(self) -> str | None:
         """Why the candidate's transaction may still be open, or None if it ended."""
-        before, now = self.candidate.description, self.now
-        still_open = (
-            before is not None
-            and now is not None
-            and now.holds(before.producer_id, before.epoch, before.start_time_ms)
-        )
-        if self.error is None and still_open:
+        before = self.candidate.description
+        if self.error is not None or before is None:
+            return self.error
+        p, e, start = before.producer_id, before.epoch, before.start_time_ms
+        if standing_of(self.now, p, e, start_time_ms=start) is Standing.HELD:
             return "still Ongoing at its epoch after the fence"
-        return self.error
+        return None
 
 
 class PartitionDict(TypedDict):

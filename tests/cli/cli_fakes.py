@@ -10,9 +10,9 @@ import kafka.errors as Errors
 
 from checkpoint.deadline import Deadline
 from checkpoint.model import Committable
-from connectors.kafka.coordinators import CoordinatorAnswer
 from connectors.kafka.end_txn import EndTxnOutcome, EndTxnTarget
 from connectors.kafka.sink.errors import TransactionLostError
+from connectors.kafka.txn_coordinators import CoordinatorAnswer
 from connectors.kafka.txn_state import TxnDescription, TxnState
 
 NOW_MS = 1_700_000_000_000

@@ -1,7 +1,7 @@
 """A model of a Kafka cluster's transaction coordinators, behind the two clients the shipped
 sink uses: confluent-kafka's ``Producer`` (the writer, in tasks; :class:`ModelProducer`) and
 kafka-python's network (:class:`ModelNetwork`), under the real
-:class:`~connectors.kafka.transactions.TransactionAdmin`, ``coordinators.py``, ``end_txn.py``,
+:class:`~connectors.kafka.transactions.TransactionAdmin`, ``txn_coordinators.py``, ``end_txn.py``,
 ``fence.py`` and kafka-python's own ``KafkaNetClient`` and ``KafkaAdminClient``. Only the
 property tests use it (``test_sink_properties.py``, ``test_kafka_model.py``); every claim it
 stands in for is also tested on real Kafka in ``integration_tests/sink``.

@@ -23,7 +23,7 @@ from kafka_model import BROKERS, KafkaModel, ModelNetwork, Step, partition_for
 from checkpoint.deadline import Deadline, call_with_retries
 from checkpoint.errors import DeadlineExceeded
 from checkpoint.testing import ManualClock
-from connectors.kafka import coordinators, fence, transactions
+from connectors.kafka import fence, transactions, txn_coordinators
 from connectors.kafka.end_txn import EndTxnResult, EndTxnTarget
 from connectors.kafka.fence import FenceResult
 from connectors.kafka.txn_state import TxnState
@@ -81,7 +81,7 @@ def cluster() -> Iterator[Cluster]:
                 {**(call_with_retries.__kwdefaults__ or {}), "sleep": c.clock.advance},
             ),
             mock.patch.object(fence.fence_all, "__kwdefaults__", {"sleep": c.clock.advance}),
-            mock.patch.object(coordinators, "time", SimpleNamespace(monotonic=c.clock)),
+            mock.patch.object(txn_coordinators, "time", SimpleNamespace(monotonic=c.clock)),
         ):
             stack.enter_context(patch)
         yield c

@@ -9,19 +9,19 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsResponse
 from kafka.protocol.producer.transaction import EndTxnRequest, EndTxnResponse
 
-from connectors.kafka.coordinators import (
-    EPOCH_BUMP_END_TXN_VERSION,
-    CoordinatorAnswer,
-    group_by_coordinator,
-    max_versions,
-    send_order,
-)
 from connectors.kafka.end_txn import (
     EndTxnCall,
     EndTxnOutcome,
     EndTxnResult,
     EndTxnTarget,
     end_txn_version,
+)
+from connectors.kafka.txn_coordinators import (
+    EPOCH_BUMP_END_TXN_VERSION,
+    CoordinatorAnswer,
+    group_by_coordinator,
+    max_versions,
+    send_order,
 )
 
 TARGET = EndTxnTarget("orders-1f2e3d4c-3-0", 4001, 7)

@@ -19,9 +19,9 @@ from kafka.future import Future
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from checkpoint.deadline import Deadline
-from connectors.kafka.coordinators import CoordinatorAnswer, call_coordinators
 from connectors.kafka.end_txn import EndTxnTarget
 from connectors.kafka.fence import FenceResult, InitProducerIdCall, fence_all
+from connectors.kafka.txn_coordinators import CoordinatorAnswer, call_coordinators
 from connectors.kafka.txn_state import TxnDescription, TxnState
 
 TID = "q-0a1b2c3d-0-0"

@@ -83,7 +83,7 @@ from checkpoint.model import Snapshot
 from checkpoint.store import SnapshotStore
 from checkpoint.testing import ManualClock
 from checkpoint.two_phase_commit import TwoPhaseCommit
-from connectors.kafka import coordinators, fence, transactions
+from connectors.kafka import fence, transactions, txn_coordinators
 from connectors.kafka.sink import commit_path, owners
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import (
@@ -91,9 +91,10 @@ from connectors.kafka.sink.errors import (
     PreCommitLostError,
     TransactionLostError,
 )
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
 from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.sink.options import SinkOptions, decision_location
-from connectors.kafka.sink.writer import DeliveryFailed, ExactlyOnceWriter
+from connectors.kafka.sink.writer import DeliveryFailed
 from connectors.kafka.txn_state import TxnDescription, TxnState
 from connectors.spark import sink as spark_sink
 
@@ -224,7 +225,8 @@ class SparkOnModelKafka(RuleBasedStateMachine):
             ),
             mock.patch.object(ExactlyOnceWriter, "_admin_client", lambda w: machine.executor_admin),
             mock.patch(
-                "connectors.kafka.sink.writer.time", SimpleNamespace(monotonic=clock, time=clock)
+                "connectors.kafka.sink.exactly_once_writer.time",
+                SimpleNamespace(monotonic=clock, time=clock),
             ),
             # Every deadline, backoff and throttle of the admin path on the model clock: the
             # model network's polls advance it, nothing sleeps in real time.
@@ -235,7 +237,7 @@ class SparkOnModelKafka(RuleBasedStateMachine):
                 {**(call_with_retries.__kwdefaults__ or {}), "sleep": clock.advance},
             ),
             mock.patch.object(fence.fence_all, "__kwdefaults__", {"sleep": clock.advance}),
-            mock.patch.object(coordinators, "time", SimpleNamespace(monotonic=clock)),
+            mock.patch.object(txn_coordinators, "time", SimpleNamespace(monotonic=clock)),
             mock.patch.object(
                 owners.OwnerRegistry.__init__,
                 "__kwdefaults__",

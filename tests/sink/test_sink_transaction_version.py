@@ -21,18 +21,18 @@ from kafka.future import Future
 from kafka.protocol.metadata import ApiVersionsResponse
 from kafka.protocol.producer.transaction import EndTxnRequest
 
-from connectors.kafka.coordinators import (
-    EPOCH_BUMP_END_TXN_VERSION,
-    max_versions,
-    transaction_version,
-    usable_versions,
-)
 from connectors.kafka.end_txn import (
     EndTxnCall,
     EndTxnTarget,
     end_txn_version,
 )
 from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_coordinators import (
+    EPOCH_BUMP_END_TXN_VERSION,
+    max_versions,
+    transaction_version,
+    usable_versions,
+)
 
 TARGET = EndTxnTarget("orders-1f2e3d4c-3-0", 4001, 7)
 ABSENT = None  # the broker names no finalized transaction.version

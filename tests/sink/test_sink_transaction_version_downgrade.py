@@ -3,7 +3,7 @@ A probe is good for one round of requests only: if ``transaction.version`` is do
 (``kafka-features downgrade``, the rollback of transactions V2) while an id is retried after a
 retriable answer (CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR), a
 retry sent as v5 would be refused there and wedge the transaction (UNSUPPORTED_VERSION; see
-``connectors/kafka/coordinators.py``). Every retry round probes again.
+``connectors/kafka/txn_coordinators.py``). Every retry round probes again.
 
 No broker: a fake client plays one coordinator (node 1) whose finalized level drops from 2 to
 0 right after it answered the first EndTxn with a retriable error.
@@ -22,8 +22,8 @@ from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorRequest
 from kafka.protocol.producer.transaction import EndTxnRequest
 
 from checkpoint.deadline import Deadline
-from connectors.kafka.coordinators import call_coordinators
 from connectors.kafka.end_txn import EndTxnCall, EndTxnTarget
+from connectors.kafka.txn_coordinators import call_coordinators
 
 TARGET = EndTxnTarget("orders-1f2e3d4c-3-0", 4001, 7)
 NODE = 1

@@ -32,12 +32,13 @@ from connectors.kafka.sink.errors import (
 )
 from connectors.kafka.sink.lifetime import commit_margin_ms, remaining_ms
 from connectors.kafka.sink.naming import NO_OWNER, TransactionalIdNaming
-from connectors.kafka.sink.outcome import Outcome, outcome
+from connectors.kafka.sink.outcome import Outcome, outcome, shown
 from connectors.kafka.sink.owners import Entry, OwnerRegistry, Unknown
 from connectors.kafka.transactions import (
     TransactionAdmin,
     open_transactions,
 )
+from connectors.kafka.txn_state import Standing, standing_of
 
 _log = logging.getLogger(__name__)
 
@@ -110,9 +111,14 @@ class KafkaCommitter:
         now_ms = int(self._wall_clock() * 1000)
         for c in committables:
             now = described[c.transactional_id]
-            if now is None:
+            standing = standing_of(
+                now, c.producer_id, c.epoch, start_time_ms=c.start_time_ms, partitions=c.partitions
+            )
+            if standing is Standing.UNKNOWN:
                 raise PreCommitLostError(checkpoint_id, c.transactional_id, "the id is unknown")
-            if not now.holds(c.producer_id, c.epoch, c.start_time_ms):
+            assert now is not None
+            if standing not in (Standing.HELD, Standing.PARTITION_MISSING):
+                # Not open, fenced, or begun again at its epoch (another start time).
                 raise PreCommitLostError(
                     checkpoint_id,
                     c.transactional_id,
@@ -120,13 +126,13 @@ class KafkaCommitter:
                     f"begun at {c.start_time_ms}, found {now.state.value} with producer id "
                     f"{now.producer_id} and epoch {now.epoch}, begun at {now.start_time_ms}",
                 )
-            missing = sorted(set(c.partitions) - set(now.partitions))
-            if missing:
+            if standing is Standing.PARTITION_MISSING:
                 raise PreCommitLostError(
                     checkpoint_id,
                     c.transactional_id,
-                    f"its coordinator no longer lists partitions {missing} in it: it was ended "
-                    "and begun again at the same epoch, and their records are gone",
+                    f"its coordinator no longer lists partitions {now.missing(c.partitions)} in "
+                    "it: it was ended and begun again at the same epoch, and their records are "
+                    "gone",
                 )
             left_ms = remaining_ms(now.start_time_ms, now.timeout_ms, now_ms)
             margin_ms = commit_margin_ms(now.timeout_ms, int(self._timeout_s * 1000))
@@ -194,10 +200,10 @@ class KafkaCommitter:
 
     def _check_committed(self, committable: Committable, error: type[Exception]) -> None:
         """EndTxn answered ``error``: success only if the transaction is committed already."""
-        tid = committable.transactional_id
+        tid, c = committable.transactional_id, committable
         now = self.admin.describe([tid])[tid]
         bump_possible = now is not None and self.admin.epoch_bumps_on_end_at(now.coordinator_id)
-        standing = outcome(committable, now, bump_possible=bump_possible)
+        standing = outcome(c, now, bump_possible=bump_possible)
         if standing is Outcome.COMMITTED:
             return  # committed before (a re-driven commit after a crash): idempotent
         if standing is Outcome.COMMITTABLE:
@@ -207,21 +213,9 @@ class KafkaCommitter:
                 f"EndTxn(commit) of {tid} answered {error.__name__}; the transaction is still "
                 "open and is committed again at the next restart"
             )
-        seen = (
-            "unknown to its coordinator"
-            if now is None
-            else (
-                f"now {now.state.value} with producer id {now.producer_id}, epoch {now.epoch}, "
-                f"begun at {now.start_time_ms} (this one began at {committable.start_time_ms})"
-            )
-        )
         lost = TransactionLostError if standing is Outcome.LOST else CommitUndeterminedError
-        raise lost(
-            tid,
-            committable.producer_id,
-            committable.epoch,
-            f"EndTxn(commit) answered {error.__name__}; the id is {seen}",
-        )
+        detail = f"EndTxn(commit) answered {error.__name__}; the id is {shown(c, now)}"
+        raise lost(tid, c.producer_id, c.epoch, detail)
 
     def abort(self, committable: Committable) -> None:
         """Fence a pre-committed transaction's producer, which aborts the transaction; one
@@ -244,14 +238,19 @@ class KafkaCommitter:
         if self._naming is None:
             raise ValueError("a committer without naming cannot tell which transactions it owns")
         naming = self._naming
-        kept = {c.key for c in keep}
+        kept: dict[str, list[Committable]] = {}
+        for c in keep:
+            kept.setdefault(c.transactional_id, []).append(c)
         foreign: dict[str, list[str]] = {}
         lingering: list[EndTxnTarget] = []
         for now in open_transactions(self.admin, naming.prefix):
             owner = naming.foreign_owner(now.transactional_id)
             if owner is not None:
                 foreign.setdefault(owner, []).append(now.transactional_id)
-            elif (now.transactional_id, now.producer_id, now.epoch) not in kept:
+            elif not any(
+                standing_of(now, c.producer_id, c.epoch) is Standing.HELD
+                for c in kept.get(now.transactional_id, ())
+            ):
                 _log.warning(
                     "aborting lingering transaction %s (producer id %s, epoch %s): an attempt "
                     "that died or lost to another attempt of its task left it",

@@ -23,7 +23,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from checkpoint.model import Committable
-from connectors.kafka.txn_state import TxnDescription
+from connectors.kafka.txn_state import Standing, TxnDescription, standing_of
 
 
 class Outcome(StrEnum):
@@ -47,8 +47,18 @@ def outcome(decided: Committable, now: TxnDescription | None, *, bump_possible: 
     p, e, start = decided.producer_id, decided.epoch, decided.start_time_ms
     if now.is_commit_of(p, e, bump_possible=bump_possible, start_time_ms=start):
         return Outcome.COMMITTED
-    if now.holds(p, e, start):
+    if standing_of(now, p, e, start_time_ms=start) is Standing.HELD:
         return Outcome.COMMITTABLE
     if now.is_abort_of(p, e, start):
         return Outcome.LOST
     return Outcome.UNDETERMINED
+
+
+def shown(decided: Committable, now: TxnDescription | None) -> str:
+    """What the coordinator shows of a decided transaction's id, for an error that names it."""
+    if now is None:
+        return "unknown to its coordinator"
+    return (
+        f"now {now.state.value} with producer id {now.producer_id}, epoch {now.epoch}, "
+        f"begun at {now.start_time_ms} (this one began at {decided.start_time_ms})"
+    )

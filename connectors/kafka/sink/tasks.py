@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 from checkpoint.model import Committable
 from connectors.avro.batches import BatchEncoder
 from connectors.kafka.sink.errors import SinkOptionError
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
 from connectors.kafka.sink.options import DeliveryGuarantee, SinkOptions
-from connectors.kafka.sink.writer import AtLeastOnceWriter, ExactlyOnceWriter, NoGuaranteeWriter
+from connectors.kafka.sink.writer import AtLeastOnceWriter, NoGuaranteeWriter
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -1,0 +1,365 @@
+"""The exactly-once writer: produces a task's records in a transaction, and pre-commits on
+the barrier. Producing and flushing are :class:`~connectors.kafka.sink.writer.BaseWriter`'s.
+
+Runs in a Spark task on an executor. One Kafka transaction per task attempt per checkpoint
+(micro-batch), on one of the task's transactional ids (:mod:`connectors.kafka.sink.naming`):
+
+1. take the first of the task's ids that is free: unknown, Empty, or its last transaction
+   ended (committed, or aborted by its own producer or a fence). An open one belongs to
+   another attempt of this task (a speculative copy, a zombie), whose transaction the driver
+   may already have verified or decided, and ``init_transactions`` on its id would abort it.
+   The producer is built and connected first, and the id described right before its
+   ``init_transactions``, so that the window in which another attempt can take the same id
+   is a describe and two requests long;
+2. ``init_transactions``, begin, then produce every record of the task's input; a task that
+   holds its transaction so long that the driver could not commit it in time fails at once
+   (:class:`TransactionTooLong`) instead of leaving the broker to abort it later;
+3. on the barrier (the end of the input) ``pre_commit``: flush, then describe the transaction
+   to learn its producer id, epoch and start time, and return them as the committable. No
+   commit here: the driver commits once the whole batch succeeded.
+
+Step 1 is a describe, then an init: another attempt may take the same id in between. The
+describe at step 3 alone cannot tell whose transaction it sees then: the id's open transaction
+may be the other attempt's, half-written, and naming it in this attempt's committable would
+let the driver commit it while this attempt's records are aborted: a silent loss. Nor can it
+tell this producer's transaction from a later one at the same epoch: under transactions V1 a
+transaction ended by anyone but a fence lets its producer begin another at the same epoch,
+and the records written before are gone. So the described transaction must be this
+producer's own (its id and epoch, which librdkafka reports in its statistics), must hold every
+partition this producer wrote to (the statistics again), and must have begun no later than
+this producer's first record was acknowledged: :func:`~connectors.kafka.txn_state.standing_of`
+answers all three, as it does for the driver.
+
+The producer is never closed: confluent-kafka's ``close()`` aborts the open transaction, which
+would drop the pre-committed batch. Dropping the object, or the worker exiting, leaves the
+transaction open for the driver (tested in ``integration_tests/sink``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import KafkaException, Producer
+
+from checkpoint.crashpoints import CrashPoint, crash_point
+from checkpoint.deadline import Deadline
+from checkpoint.model import Committable
+from connectors.kafka.client_pool import ClientPool
+from connectors.kafka.sink.lifetime import commit_margin_ms, transaction_timeout_ms
+from connectors.kafka.sink.writer import BaseWriter, DeliveryFailed, TransactionTooLong
+from connectors.kafka.transactions import TransactionAdmin
+from connectors.kafka.txn_state import Standing, TxnState, standing_of
+
+# How often librdkafka reports the producer's id, epoch and partitions; a pre-commit waits for
+# one report made after its flush began, at most this long after the flush.
+_STATS_INTERVAL_MS = 20
+# How far the coordinator's clock (a transaction's start time) may be ahead of the executor's
+# (when the first record was acknowledged) before a transaction counts as begun too late.
+CLOCK_SKEW_TOLERANCE_MS = 60_000
+# A partition's statistics that count its records: transmitted, or still queued or in flight.
+_SENT_COUNTS = ("txmsgs", "msgs", "msgq_cnt", "xmit_msgq_cnt", "msgs_inflight")
+# Where the coordinator's describe says an id is free to take: nothing open on it, and any
+# transaction it held ended by its own producer or by a fence (every abort of the sink is one).
+_FREE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
+
+
+class _ProducerStats:
+    """What librdkafka's statistics say of this producer: the producer id and epoch it holds,
+    whether a broker connection is up, when a record was first acknowledged (this process's
+    clock), and, from the last report, the partitions it wrote to. A report is parsed only
+    while one of the first three is unknown, and the last one once, at the pre-commit: a
+    report names every partition of the topics, hundreds of kilobytes every 20 ms for a large
+    topic."""
+
+    def __init__(self) -> None:
+        self.reports = 0
+        self.producer_id_and_epoch: tuple[int, int] | None = None
+        self.connected = False
+        self.first_acked_ms: int | None = None
+        self._last = "{}"
+
+    def __call__(self, stats_json: str) -> None:
+        self.reports += 1
+        self._last = stats_json
+        if self.producer_id_and_epoch is None or not self.connected or not self.first_acked_ms:
+            self._read(json.loads(stats_json))
+
+    def _read(self, stats: dict[str, Any]) -> None:
+        eos = stats.get("eos") or {}
+        if (
+            self.producer_id_and_epoch is None
+            and eos.get("idemp_state") == "Assigned"
+            and eos.get("producer_id", -1) >= 0
+        ):
+            # Fixed from init_transactions until this producer ends its transaction.
+            self.producer_id_and_epoch = (eos["producer_id"], eos["producer_epoch"])
+        brokers = (stats.get("brokers") or {}).values()
+        self.connected = self.connected or any(b.get("state") == "UP" for b in brokers)
+        acked = any(p.get("acked_msgid", 0) > 0 for _, p in _partitions(stats))
+        if acked and self.first_acked_ms is None:
+            self.first_acked_ms = int(time.time() * 1000)
+
+    def partitions(self) -> frozenset[tuple[str, int]]:
+        """Every partition the producer wrote to, as the last report counts them (once the
+        flush returned: sent and acknowledged)."""
+        return frozenset(
+            (topic, p["partition"])
+            for topic, p in _partitions(json.loads(self._last))
+            # Sent, or queued to be: librdkafka's "msgs" stays 0 for some of its paths.
+            if p.get("partition", -1) >= 0 and any(p.get(n, 0) > 0 for n in _SENT_COUNTS)
+        )
+
+
+def _partitions(stats: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for topic, per_topic in (stats.get("topics") or {}).items():
+        for partition in (per_topic.get("partitions") or {}).values():
+            yield topic, partition
+
+
+# This Python worker's transaction admins, kept from one task to the next (a failed task's
+# is closed): the writer describes its transaction twice per task.
+WORKER_ADMINS: ClientPool[TransactionAdmin] = ClientPool(TransactionAdmin.close)
+
+
+class ExactlyOnceWriter(BaseWriter):
+    """Exactly-once: the task's records in one transaction, pre-committed, never committed here."""
+
+    aftermath = "Nothing of this batch is visible: its transactions are aborted, never committed."
+
+    def __init__(
+        self,
+        producer_config: Mapping[str, Any],
+        topic: str | None,
+        transactional_ids: Sequence[str],
+        timeout_s: float,
+        *,
+        commit_timeout_s: float = 60.0,
+    ) -> None:
+        super().__init__(producer_config, topic, timeout_s)
+        if not transactional_ids:
+            raise ValueError("a writer needs at least one transactional id to choose from")
+        self._candidates = tuple(transactional_ids)
+        self.transactional_id = self._candidates[0]  # the one taken, once the task has input
+        self._stats = _ProducerStats()
+        self._admin: TransactionAdmin | None = None
+        self._clients = contextlib.ExitStack()
+        timeout_ms = transaction_timeout_ms(self._config)
+        self._age_limit_ms = timeout_ms - commit_margin_ms(timeout_ms, int(commit_timeout_s * 1000))
+        self._timeout_ms = timeout_ms
+        self._begun_at: float | None = None
+
+    def _open(self, topic: str) -> Producer:
+        producer, self.transactional_id = self._producer_on_a_free_id(topic)
+        # The id was free a moment ago (step 1), so this fences nothing that another attempt
+        # still needs; a dead attempt's ended transaction is history.
+        producer.init_transactions(self._timeout_s)
+        producer.begin_transaction()
+        self._begun_at = time.monotonic()
+        return producer
+
+    def _producer_on_a_free_id(self, topic: str) -> tuple[Producer, str]:
+        """Step 1: a connected producer on the first candidate id that is free. One producer
+        and one describe in the usual case: an attempt's own slot is free unless another
+        attempt holds it. A producer left behind never called ``init_transactions``, so
+        dropping it fences nothing."""
+        admin = self._admin_client()
+        held = []
+        for tid in self._candidates:
+            stats = _ProducerStats()
+            producer = self._new_producer(
+                {
+                    "transactional.id": tid,
+                    "statistics.interval.ms": _STATS_INTERVAL_MS,
+                    "stats_cb": stats,
+                }
+            )
+            self._connect(producer, topic)
+            now = admin.describe([tid])[tid]
+            if now is None or now.state in _FREE:
+                self._stats = stats
+                return producer, tid
+            held.append(
+                f"{tid} ({now.state.value}, producer id {now.producer_id}, epoch {now.epoch})"
+            )
+        raise DeliveryFailed(
+            f"every transactional id of this task holds an open transaction: {', '.join(held)}. "
+            "Each belongs to another attempt of the task, still running or dead before the "
+            "driver aborted it; taking one would abort a transaction the driver may be "
+            "committing. The driver aborts them when it commits or aborts the batch; "
+            "`kafka-eos txn list` shows them. Retry the task, or check why so many attempts of "
+            "it ran at once"
+        )
+
+    def _connect(self, producer: Producer, topic: str) -> None:
+        """Wait until the producer has a broker connection (it asks for ``topic``'s metadata),
+        so that its ``init_transactions`` follows the describe of its id at once, without the
+        connection's set-up (TLS, SASL) in between."""
+        try:
+            producer.list_topics(topic, timeout=self._timeout_s)
+        except KafkaException as exc:
+            raise DeliveryFailed(
+                f"the producer for {self._candidates[0]} reached no broker within "
+                f"{self._timeout_s} s ({exc.args[0].str()}); check kafka.bootstrap.servers and "
+                "the security options, or raise the sink option flushTimeoutMs"
+            ) from exc
+
+    def _admin_client(self) -> TransactionAdmin:
+        """The worker's pooled admin for this configuration, lent for the task: a new one
+        per task cost a bootstrap, a version check and a coordinator lookup each time."""
+        if self._admin is None:
+            key = tuple(sorted(self._config.items()))
+            lent = WORKER_ADMINS.lend(key, lambda: TransactionAdmin(self._config))
+            self._admin = self._clients.enter_context(lent)
+        return self._admin
+
+    def _produce_all(self, batches: Iterable[pa.RecordBatch]) -> None:
+        def checked() -> Iterable[pa.RecordBatch]:
+            for batch in batches:
+                self._check_age()
+                yield batch
+
+        super()._produce_all(checked())
+
+    def _check_age(self) -> None:
+        """Fail while the batch can still be replayed, not after the broker aborted it: a
+        transaction older than its timeout less the driver's commit margin would be refused
+        at the driver's verification anyway, after the whole batch ran."""
+        if self._begun_at is None:
+            return
+        age_ms = (time.monotonic() - self._begun_at) * 1000
+        limit_ms = self._age_limit_ms
+        if age_ms > limit_ms:
+            raise TransactionTooLong(
+                f"transaction {self.transactional_id} has been open {age_ms / 1000:.1f} s, "
+                f"past transaction.timeout.ms = {self._timeout_ms} less the driver's commit "
+                f"margin ({limit_ms / 1000:.1f} s): the broker would abort it before the "
+                "batch's commit. The batch is too large for the timeout. Raise "
+                "kafka.transaction.timeout.ms (up to the broker's transaction.max.timeout.ms), "
+                "or make batches smaller (maxOffsetsPerTrigger). A batch already logged in "
+                "offsets/<N> is replayed as it is: see 'A batch that can never fit' in "
+                "docs/sink.md"
+            )
+
+    def write_and_pre_commit(
+        self, checkpoint_id: int, batches: Iterable[pa.RecordBatch]
+    ) -> Committable:
+        """Produce the input, then pre-commit at the barrier and return the committable."""
+        with contextlib.ExitStack() as self._clients:  # the pooled admin, given back at the end
+            return self._write_and_pre_commit(checkpoint_id, batches)
+
+    def _write_and_pre_commit(
+        self, checkpoint_id: int, batches: Iterable[pa.RecordBatch]
+    ) -> Committable:
+        try:
+            self._produce_all(batches)
+            if self._producer is None:
+                # No input: no transaction was opened, nothing to commit.
+                return Committable.nothing_written(self.transactional_id)
+            crash_point(CrashPoint.TASK_BEFORE_PRE_COMMIT, checkpoint_id=checkpoint_id)
+            self._flush()
+            self._check_age()
+            self._await_report_after(self._stats.reports)
+            return self._describe_own_transaction()
+        except BaseException:
+            # Aborting here cannot drop anything decided: the batch has no decision before
+            # every task returned its committable. Best effort: if it fails, the driver's
+            # sweep of lingering transactions aborts it.
+            if self._producer is not None:
+                with contextlib.suppress(KafkaException):
+                    self._producer.abort_transaction(self._timeout_s)
+            raise
+        finally:
+            # Drop, never close(): close() would abort the pre-committed transaction.
+            self._producer = None
+            self._admin = None
+
+    def _raise_why_purged(self) -> None:
+        """Ask the coordinator: a transaction whose id moved past this producer's epoch was
+        fenced (by the driver's abort, `kafka-eos txn abort`, or another attempt's init)."""
+        own = self._stats.producer_id_and_epoch
+        tid = self.transactional_id
+        now = self._admin_client().describe([tid])[tid]
+        if own is None or standing_of(now, *own) in (Standing.UNKNOWN, Standing.HELD):
+            return
+        assert now is not None  # not open, or fenced
+        raise DeliveryFailed(
+            f"transaction {tid} (producer id {own[0]}, epoch {own[1]}) was fenced while the "
+            f"task wrote: its id is now {now.state.value} at producer id {now.producer_id}, "
+            f"epoch {now.epoch}. The driver aborted it (the batch failed or was stopped), "
+            "`kafka-eos txn abort` did, or another attempt of the task took the id; the "
+            f"producer can write no more. Spark retries the task. {self.aftermath}"
+        )
+
+    def _await_report_after(self, reports: int) -> None:
+        """Wait for a statistics report made after ``reports`` (counted once the flush
+        returned): every record was delivered by then, so it names every partition this
+        producer wrote to, and it has the producer id and epoch."""
+        assert self._producer is not None
+        deadline = Deadline(self._timeout_s)
+        while self._stats.reports <= reports or self._stats.producer_id_and_epoch is None:
+            if deadline.expired():
+                raise DeliveryFailed(
+                    f"transaction {self.transactional_id}: librdkafka reported no statistics "
+                    f"within {self._timeout_s} s (statistics.interval.ms = "
+                    f"{_STATS_INTERVAL_MS}), so this task cannot prove which transaction is its "
+                    "own; raise the sink option flushTimeoutMs if the brokers are slow"
+                )
+            self._poll(self._producer, _STATS_INTERVAL_MS / 1000)
+
+    def _describe_own_transaction(self) -> Committable:
+        """The committable, once the coordinator shows this producer's own transaction, with
+        every partition it wrote to, begun before its first record was acknowledged."""
+        tid, stats = self.transactional_id, self._stats
+        assert stats.producer_id_and_epoch is not None
+        producer_id, epoch = stats.producer_id_and_epoch
+        now = self._admin_client().describe([tid])[tid]
+        written = stats.partitions()
+        acked_ms = stats.first_acked_ms or int(time.time() * 1000)
+        standing = standing_of(
+            now,
+            producer_id,
+            epoch,
+            begun_by_ms=acked_ms + CLOCK_SKEW_TOLERANCE_MS,
+            partitions=written,
+        )
+        if standing in (Standing.UNKNOWN, Standing.NOT_OPEN):
+            raise DeliveryFailed(
+                f"transaction {tid} is not open after its flush "
+                f"({now.state.value if now else 'unknown id'}): the driver aborted it (this "
+                "attempt lost to another attempt of the task), or it timed out"
+            )
+        assert now is not None
+        if standing is Standing.FENCED:
+            # Another attempt of this task took the same id between this one's choice of it
+            # and its init: the open transaction is the other attempt's, and committing it
+            # would lose this batch.
+            raise DeliveryFailed(
+                f"transaction {tid} was fenced after its flush: this task holds producer id "
+                f"{producer_id}, epoch {epoch}, but the open transaction is producer id "
+                f"{now.producer_id}, epoch {now.epoch}. Another attempt of the same task "
+                "took the same transactional id at the same moment; Spark retries this one"
+            )
+        if standing in (Standing.PARTITION_MISSING, Standing.BEGUN_AGAIN):
+            # The transaction was ended at this producer's own epoch while it wrote (under
+            # transactions V1, by anything but a fence), and its next partition began a new
+            # one: committing it would lose everything written before, silently.
+            raise DeliveryFailed(
+                f"transaction {tid} (producer id {producer_id}, epoch {epoch}) is not the one "
+                f"this task wrote: its coordinator lists partitions {list(now.partitions)}, "
+                f"without {now.missing(written)} that this producer wrote to, and says it began at "
+                f"{now.start_time_ms} ms, against {acked_ms} ms when this producer's first "
+                "record was acknowledged. Something ended the task's transaction at its own "
+                "epoch (a release of kafka-eos before fences, or another tool's abort) and the "
+                "producer began another; the records written before are aborted. Spark retries "
+                "the task. If only the times differ, check that the clocks of the brokers and "
+                f"the executors agree within {CLOCK_SKEW_TOLERANCE_MS // 1000} s (NTP)"
+            )
+        # The partitions as the coordinator holds them: those it writes the markers to.
+        return Committable(
+            tid, producer_id, epoch, self.record_count, now.partitions, now.start_time_ms
+        )
