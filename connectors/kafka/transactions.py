@@ -32,7 +32,6 @@ from connectors.kafka.end_txn import (
     end_txn_version,
 )
 from connectors.kafka.fence import FenceOutcome, InitProducerIdCall, fence_all
-from connectors.kafka.sink.naming import named_for_prefix
 from connectors.kafka.txn_coordinators import (
     EPOCH_BUMP_END_TXN_VERSION,
     IN_FLIGHT_PER_BROKER,
@@ -271,20 +270,3 @@ def _one_per_id(targets: Sequence[EndTxnTarget]) -> dict[str, EndTxnTarget]:
             "transactional id holds one transaction at a time"
         )
     return by_id
-
-
-def open_transactions(
-    admin: TransactionAdmin, prefix: str | None = None, *, all_states: bool = False
-) -> list[TxnDescription]:
-    """Transactions of every coordinator, sorted by id: Ongoing ones unless ``all_states``.
-
-    With ``prefix``, only the ids a sink with that ``transactionalIdPrefix`` names, for any
-    query (:func:`~connectors.kafka.sink.naming.named_for_prefix`), not those of a longer prefix
-    such as ``<prefix>-x``.
-    """
-    ids = admin.list_transactional_ids(prefix or "", ongoing_only=not all_states)
-    if prefix is not None:
-        ids = [tid for tid in ids if named_for_prefix(prefix, tid)]
-    described = admin.describe(ids).values()
-    # The listing and the describe are two requests: a transaction may end in between.
-    return [d for d in described if d is not None and (all_states or d.state == TxnState.ONGOING)]

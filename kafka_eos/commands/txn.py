@@ -23,9 +23,9 @@ import kafka.errors as Errors
 from checkpoint.errors import KafkaEosError
 from connectors.kafka.cluster_facts import read_cluster
 from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.listing import open_transactions
 from connectors.kafka.sink.outcome import UNCONFIRMABLE
 from connectors.kafka.sink.owners import locate_queries
-from connectors.kafka.transactions import open_transactions
 from connectors.options import OptionError, duration_ms
 from kafka_eos.commands._cluster import client_options, cluster_options, console, failure
 from kafka_eos.commands._txn_text import (

@@ -13,7 +13,8 @@ import json
 import click
 
 from checkpoint.errors import KafkaEosError
-from connectors.kafka.transactions import TransactionAdmin, open_transactions
+from connectors.kafka.sink.listing import open_transactions
+from connectors.kafka.transactions import TransactionAdmin
 from kafka_eos.commands._cluster import client_options, cluster_options, failure
 from kafka_eos.operations.lingering import reaching
 from kafka_eos.operations.verify import VerifyReportDict, verify_topics

@@ -10,7 +10,7 @@ from cli_fakes import NOW_MS, FakeAdmin, FakeCommitter, ongoing
 
 from checkpoint.errors import DeadlineExceeded
 from checkpoint.model import Committable
-from connectors.kafka.transactions import open_transactions
+from connectors.kafka.sink.listing import open_transactions
 from connectors.kafka.txn_state import TxnState
 from kafka_eos.operations.lingering import (
     AbortOutcome,

@@ -31,13 +31,11 @@ from connectors.kafka.sink.errors import (
     TransactionLostError,
 )
 from connectors.kafka.sink.lifetime import commit_margin_ms, remaining_ms
+from connectors.kafka.sink.listing import open_transactions
 from connectors.kafka.sink.naming import NO_OWNER, TransactionalIdNaming
 from connectors.kafka.sink.outcome import Outcome, outcome, shown
 from connectors.kafka.sink.owners import Entry, OwnerRegistry, Unknown
-from connectors.kafka.transactions import (
-    TransactionAdmin,
-    open_transactions,
-)
+from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import Standing, standing_of
 
 _log = logging.getLogger(__name__)
