@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import math
 
-# Apache Kafka's default transaction.max.timeout.ms: what a broker that does not say runs with.
-BROKER_MAX_DEFAULT_MS = 900_000
 CHOSEN_NOTE = "chosen by the kafka-eos sink from the brokers' transaction.max.timeout.ms"
 # The defaults of EOS002's safety_factor and EOS003's max_timeout_ms, which the sink's startup
 # check runs with (a pipeline file's rule_options do not reach the sink).

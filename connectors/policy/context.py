@@ -26,15 +26,11 @@ from connectors.policy.client_keys import (
 from connectors.policy.connector_models import SOURCE_CLIENT, SOURCE_NAME
 from connectors.policy.errors import LintInputError
 from connectors.policy.inputs import LintInput, Timing, TopicFacts
-from connectors.transaction_timeout import (
-    BROKER_MAX_DEFAULT_MS,
-    CHOSEN_NOTE,
-    default_transaction_timeout_ms,
-)
+from connectors.transaction_timeout import CHOSEN_NOTE, default_transaction_timeout_ms
 
 # Apache Kafka broker defaults (4.x), used when the broker config leaves a key unset.
 BROKER_DEFAULTS: Mapping[str, str] = {
-    "transaction.max.timeout.ms": str(BROKER_MAX_DEFAULT_MS),
+    "transaction.max.timeout.ms": "900000",
     "transactional.id.expiration.ms": "604800000",
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.min.isr": "2",

@@ -7,9 +7,12 @@ from types import SimpleNamespace
 from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from connectors.kafka.sink import startup
-from connectors.policy import LiveClusterError, SinkConfigError, check_sink_config
+from connectors.policy import LintInput, LiveClusterError, SinkConfigError, check_sink_config
+from connectors.policy.context import LintContext
 from connectors.policy.inputs import Timing
 
 PRODUCER = (("bootstrap.servers", "k:9092"),)
@@ -119,3 +122,37 @@ def test_a_timeout_the_user_set_is_kept_and_checked():
     assert "chosen by" not in str(caught.value)  # the user's own value
     kept = {**NO_TIMEOUT, "transaction.timeout.ms": 800_000}
     assert startup.producer_as_run(kept, {}, Timing()) == kept
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    broker_max=st.one_of(
+        st.none(),
+        st.integers(1, 10**8).map(str),
+        st.integers(1, 10**8).map(lambda ms: f"{ms}.0"),  # a number however it is spelled
+    ),
+    timing=st.builds(
+        Timing,
+        trigger_interval_ms=st.integers(0, 3_600_000),
+        max_batch_duration_ms=st.integers(0, 3_600_000),
+        max_restart_time_ms=st.integers(0, 3_600_000),
+    ),
+)
+def test_the_sink_runs_with_the_timeout_the_rules_judged(broker_max, timing):
+    """The sink chooses its timeout itself (connectors.transaction_timeout) and the rules see
+    it chosen in the linter's view of the sink: both must name the same value, or a passed
+    check would not be about the timeout the tasks run with."""
+    broker = {} if broker_max is None else {"transaction.max.timeout.ms": broker_max}
+    view = LintContext.from_input(
+        LintInput(producer=NO_TIMEOUT, broker=broker, timing=timing, kafka_eos_sink=True)
+    ).producer
+    assert view is not None
+    judged = view.get("transaction.timeout.ms").value
+    try:
+        run = startup.producer_as_run(NO_TIMEOUT, broker, timing)
+    except SinkConfigError as caught:
+        # The rules refused the chosen timeout, and say so with its value.
+        assert f"transaction.timeout.ms={judged} (" in str(caught)
+        assert "chosen by the kafka-eos sink" in str(caught)
+    else:
+        assert run["transaction.timeout.ms"] == judged

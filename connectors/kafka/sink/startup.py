@@ -19,7 +19,9 @@ from typing import Any
 from connectors.kafka.cluster_facts import LiveClusterError, read_cluster
 from connectors.kafka.sink.options import SinkOptions
 from connectors.policy import Timing, check_sink_config, raise_for_errors
-from connectors.transaction_timeout import BROKER_MAX_DEFAULT_MS, default_transaction_timeout_ms
+from connectors.policy.context import BrokerView
+from connectors.policy.inputs import config_value
+from connectors.transaction_timeout import default_transaction_timeout_ms
 
 _log = logging.getLogger(__name__)
 _TIMEOUT = "transaction.timeout.ms"
@@ -43,11 +45,13 @@ def producer_as_run(
     producer_config: Mapping[str, Any], broker_config: Mapping[str, str], timing: Timing
 ) -> dict[str, Any]:
     """The user's producer config plus the timeout the sink chooses when the user set none;
-    raises ``SinkConfigError`` listing every error finding of the startup rules on it."""
+    raises ``SinkConfigError`` listing every error finding of the startup rules on it. The
+    brokers' maximum and the user's value are read as the rules read them, so the rules judge
+    the very timeout the sink runs with."""
     raise_for_errors(check_sink_config(producer_config, broker_config, timing))
     config = dict(producer_config)
-    if _TIMEOUT not in config:
-        broker_max = int(broker_config.get("transaction.max.timeout.ms", BROKER_MAX_DEFAULT_MS))
+    if config_value(config.get(_TIMEOUT)) is None:
+        broker_max = BrokerView(broker_config).get("transaction.max.timeout.ms").ms()
         chosen = default_transaction_timeout_ms(broker_max, timing.commit_window_ms)
         config[_TIMEOUT] = str(chosen)
     return config
