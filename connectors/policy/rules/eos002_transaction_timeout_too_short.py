@@ -93,7 +93,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         f"{timeout.timed()} is below {factor:g} x (trigger interval"
         f" {format_duration(timing.trigger_interval_ms)} + max batch duration"
         f" {format_duration(timing.max_batch_duration_ms)} + max restart time"
-        f" {format_duration(timing.max_restart_time_ms)}) = {format_duration(required)}: the"
+        f" {format_duration(timing.max_restart_time_ms)}) = {format_duration(required)}:"
         " after a crash the coordinator can abort a decided batch's transaction before the"
         " restarted job commits it; its records are then lost to read_committed readers, and"
         " the kafka-eos sink stops on that batch (KAFKA_EOS.SINK.TRANSACTION_LOST) until"
