@@ -346,6 +346,60 @@ def test_the_sink_writes_what_sparks_sink_writes(
     assert Counter(ours) == Counter(spark_records)
 
 
+def _aggregate_written(
+    spark: SparkSession, topics: Topics, checkpoint: Path, format_name: str, mode: str
+) -> tuple[str, Exception | None]:
+    """A count per input partition, written in output ``mode``: the output topic, and the
+    error that refused the query (at its start or at its first batch), if any."""
+    output = create_topic(topics.bootstrap, partitions=1)
+    writer = (
+        spark.readStream.format("kafka-eos")
+        .option("kafka.bootstrap.servers", topics.bootstrap)
+        .option("subscribe", topics.plain)
+        .option("startingOffsets", "earliest")
+        .load()
+        .groupBy("partition")
+        .count()
+        .selectExpr("CAST(partition AS STRING) AS key", "CAST(count AS STRING) AS value")
+        .writeStream.format(format_name)
+        .outputMode(mode)
+        .option("kafka.bootstrap.servers", topics.bootstrap)
+        .option("topic", output)
+        .option("checkpointLocation", str(checkpoint))
+    )
+    try:
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination(240)  # raises the query's failure
+    except Exception as refused:
+        return output, refused
+    assert not query.isActive
+    return output, None
+
+
+@pytest.mark.parametrize("mode", ["complete", "update"])
+def test_an_aggregate_in_complete_mode_is_written_as_spark_writes_it_and_update_is_refused(
+    spark: SparkSession, topics: Topics, tmp_path: Path, mode: str
+) -> None:
+    """Spark's sink takes both modes. kafka-eos takes complete mode, and writes each batch's
+    whole result table as Spark's sink does. PySpark refuses update mode for every Python data
+    source's sink, before kafka-eos is called (docs/sink.md, "Output modes")."""
+    written = {}
+    for format_name in FORMATS:
+        checkpoint = tmp_path / format_name
+        output, error = _aggregate_written(spark, topics, checkpoint, format_name, mode)
+        if mode == "update" and format_name == "kafka-eos":
+            assert "does not support Update mode" in str(error), error
+            assert drain(topics.bootstrap, output, "read_uncommitted") == []
+            continue
+        assert error is None, error
+        written[format_name] = _records_in(topics.bootstrap, [output])
+    assert Counter(written["kafka"]) == Counter(
+        (0, 0, str(p).encode(), b"10", ()) for p in range(3)
+    )
+    if mode == "complete":
+        assert Counter(written["kafka-eos"]) == Counter(written["kafka"])
+
+
 def test_a_keyed_row_without_a_partition_lands_where_sparks_sink_puts_it(
     spark: SparkSession, topics: Topics, tmp_path: Path
 ) -> None:
