@@ -251,6 +251,20 @@ class ProcessCluster(Service):
             process.kill()
             process.wait()
 
+    def pause_node(self, node_id: int) -> None:
+        """SIGSTOP one node: a GC pause, or a network partition as the others see it."""
+        self._running(node_id).send_signal(signal.SIGSTOP)
+
+    def resume_node(self, node_id: int) -> None:
+        """SIGCONT a node :meth:`pause_node` stopped."""
+        self._running(node_id).send_signal(signal.SIGCONT)
+
+    def _running(self, node_id: int) -> subprocess.Popen[bytes]:
+        process = self._nodes[node_id].process
+        if process is None or process.poll() is not None:
+            raise RuntimeError(f"node {node_id} is not running")
+        return process
+
     def stop(self) -> None:
         """Kill every node: the cluster's data goes with it, so nothing needs a controlled
         shutdown, which waits out ``_STOP_TIMEOUT_S`` when a quorum member is down."""
