@@ -278,7 +278,7 @@ def find_hanging_command(
 
 def _abort_one(committer: KafkaCommitter, hanging: Hanging, now_ms: int) -> HangingDict:
     try:
-        refused = abort_hanging(committer.admin.kafka_admin, hanging)
+        refused = abort_hanging(committer.admin, hanging)
     except Errors.KafkaError as exc:
         return hanging_dict(hanging, now_ms, aborted=False, error=str(exc))
     return hanging_dict(hanging, now_ms, aborted=refused is None, error=refused)

@@ -182,14 +182,14 @@ def _require_every_coordinator(admin: KafkaAdminClient) -> None:
         )
 
 
-def committed_by_its_coordinator(hanging: Hanging) -> bool:
-    """Its coordinator shows that producer id's transaction committed at that very epoch:
-    its COMMIT marker is still to come, and an abort marker would lose its records."""
+def committed_by_its_coordinator(hanging: Hanging, *, bump_possible: bool) -> bool:
+    """Its coordinator shows that producer id's transaction committed (or committing): its
+    COMMIT marker is still to come, and an abort marker would lose its records. Under
+    transactions V2 (``bump_possible``, see :meth:`TxnDescription.is_commit_of`) the commit
+    shows at the next epoch: the partition keeps the epoch its records were written at."""
     o, now = hanging.open, hanging.coordinator
-    return (
-        now is not None
-        and now.state in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT)
-        and (now.producer_id, now.epoch) == (o.producer_id, o.producer_epoch)
+    return now is not None and now.is_commit_of(
+        o.producer_id, o.producer_epoch, bump_possible=bump_possible
     )
 
 
@@ -219,19 +219,21 @@ def _coordinator_transactions(
     return by_producer
 
 
-def abort_hanging(admin: KafkaAdminClient, hanging: Hanging) -> str | None:
+def abort_hanging(admin: TransactionAdmin, hanging: Hanging) -> str | None:
     """Write an abort marker for the hanging transaction to its partition (WriteTxnMarkers,
     as ``kafka-transactions.sh abort`` does; the leader checks the producer id and epoch), or
     say why not."""
-    if committed_by_its_coordinator(hanging):
+    now = hanging.coordinator
+    bump_possible = now is not None and admin.epoch_bumps_on_end_at(now.coordinator_id)
+    if committed_by_its_coordinator(hanging, bump_possible=bump_possible):
         return (
-            "not aborted: its coordinator committed it at this epoch, and its COMMIT marker is "
-            "still to come; check the brokers' logs for the failed marker write"
+            "not aborted: its coordinator committed it, and its COMMIT marker never reached "
+            "this partition; check the brokers' logs for the failed marker write"
         )
-    if not still_open(admin, hanging):
+    if not still_open(admin.kafka_admin, hanging):
         return "not aborted: no longer open on its partition"
     o = hanging.open
-    admin.abort_transaction(
+    admin.kafka_admin.abort_transaction(
         AbortTransactionSpec(
             TopicPartition(o.topic, o.partition),
             o.producer_id,

@@ -50,8 +50,11 @@ class FakeKafkaAdmin:
 
 
 class FakeTransactionAdmin:
-    def __init__(self, kafka_admin: FakeKafkaAdmin, described: list[TxnDescription]) -> None:
+    def __init__(
+        self, kafka_admin: FakeKafkaAdmin, described: list[TxnDescription], *, v2: bool = False
+    ) -> None:
         self.kafka_admin = kafka_admin
+        self.v2 = v2  # the coordinators take EndTxn v5: a commit moves the epoch on
         self._described = {d.transactional_id: d for d in described}
         for d in described:
             kafka_admin.listed.setdefault(d.producer_id, []).append(
@@ -60,6 +63,9 @@ class FakeTransactionAdmin:
 
     def describe(self, ids: list[str]) -> dict[str, TxnDescription | None]:
         return {tid: self._described.get(tid) for tid in ids}
+
+    def epoch_bumps_on_end_at(self, coordinator_id: int) -> bool:
+        return self.v2
 
 
 def described(state: TxnState, pid: int, epoch: int, partitions: tuple[Any, ...] = ()) -> Any:
@@ -96,18 +102,41 @@ def test_nothing_is_judged_while_a_partition_of_the_transaction_log_has_no_leade
 
 def test_no_abort_marker_for_a_transaction_its_coordinator_committed_at_that_epoch() -> None:
     kafka = FakeKafkaAdmin([producer(7, 2, 40)])
-    [hanging] = find(FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_COMMIT, 7, 2)]))
-    assert "its coordinator committed it" in (abort_hanging(kafka, hanging) or "")  # type: ignore[arg-type]
+    admin = FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_COMMIT, 7, 2)])
+    [hanging] = find(admin)
+    assert "its coordinator committed it" in (abort_hanging(admin, hanging) or "")  # type: ignore[arg-type]
     assert kafka.aborted == []
+
+
+def test_no_abort_marker_for_a_v2_commit_that_moved_the_epoch_on() -> None:
+    """Found by the chaos harness on 4.3.1: a coordinator killed as a batch's EndTxns went out
+    left CompleteCommit at epoch 3 and no COMMIT marker on a partition that still shows the
+    transaction open at epoch 2. An abort marker there would lose a committed batch."""
+    kafka = FakeKafkaAdmin([producer(7, 2, 40)])
+    admin = FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_COMMIT, 7, 3)], v2=True)
+    [hanging] = find(admin)
+    assert "its coordinator committed it" in (abort_hanging(admin, hanging) or "")  # type: ignore[arg-type]
+    assert kafka.aborted == []
+
+
+def test_an_abort_marker_where_v1_committed_a_later_transaction_of_the_producer() -> None:
+    """Under transactions V1 the epoch moves on only by InitProducerId, which aborts: a commit
+    at the next epoch is another transaction, and the open one is not committed."""
+    kafka = FakeKafkaAdmin([producer(7, 2, 40)])
+    admin = FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_COMMIT, 7, 3)], v2=False)
+    [hanging] = find(admin)
+    assert abort_hanging(admin, hanging) is None  # type: ignore[arg-type]
+    assert [(s.producer_id, s.producer_epoch) for s in kafka.aborted] == [(7, 2)]
 
 
 def test_no_abort_marker_once_the_partition_no_longer_has_it_open() -> None:
     """Looked at again after the operator's confirmation: what is open now may be another
     transaction of the same producer."""
     kafka = FakeKafkaAdmin([producer(7, 2, 40)])
-    [hanging] = find(FakeTransactionAdmin(kafka, []))
+    admin = FakeTransactionAdmin(kafka, [])
+    [hanging] = find(admin)
     kafka.open_on = [producer(7, 2, 55)]  # ended, and another one began at the same epoch
-    assert abort_hanging(kafka, hanging) == "not aborted: no longer open on its partition"  # type: ignore[arg-type]
+    assert abort_hanging(admin, hanging) == "not aborted: no longer open on its partition"  # type: ignore[arg-type]
     kafka.open_on = [producer(7, 2, 40)]
-    assert abort_hanging(kafka, hanging) is None  # type: ignore[arg-type]
+    assert abort_hanging(admin, hanging) is None  # type: ignore[arg-type]
     assert [(s.producer_id, s.producer_epoch) for s in kafka.aborted] == [(7, 2)]
