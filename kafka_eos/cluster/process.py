@@ -310,6 +310,10 @@ class ProcessCluster(Service):
     def pids(self) -> list[int]:
         return [n.process.pid for n in self._nodes.values() if n.process]
 
+    def log_path(self, node_id: int) -> Path:
+        """The node's log (stdout and stderr), deleted with the cluster by :meth:`stop`."""
+        return self._nodes[node_id].log
+
     def log_tail(self, node_id: int, lines: int = 40) -> str:
         log = self._nodes[node_id].log
         return (
