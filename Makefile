@@ -195,7 +195,8 @@ integration-pyspark-oldest: venv-pyspark-oldest kafka-jars images
 # so that CI runs cover every fault test within FAULT_SHARDS days.
 FAULT_TESTS := $(addprefix integration_tests/sink/,test_fault_matrix.py test_sink_failures.py \
 	test_broker_kills.py test_sink_auth.py test_drop_in_defaults.py \
-	test_decision_pruning.py test_wide_query.py)
+	test_decision_pruning.py test_wide_query.py test_skipped_commit_markers.py) \
+	integration_tests/chaos/test_chaos.py
 FAULTS_REMOVED := $(TEST_JVMS) $(TEST_PYSPARK) KAFKA_EOS_TEST_REMOVE_FAULTS=1 $(BIN)/python -m pytest \
 	-p integration_tests.faults_removed $(FAULT_TESTS) -q -rA
 # The tests labelled with the default Kafka version (not its -tv or -nv variants), and those with
