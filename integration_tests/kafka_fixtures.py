@@ -18,13 +18,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import pytest
 from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient
+from kafka import errors as Errors
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, KafkaCluster, ProcessCluster
@@ -237,6 +239,24 @@ def _verification(admin: KafkaAdminClient, node_id: int) -> str:
     return str(answer["broker"][str(node_id)].get(VERIFICATION, {}).get("value"))
 
 
+def _verifications(bootstrap_servers: str, brokers: Iterable[int]) -> set[str]:
+    """:func:`_verification` of each broker. A new broker's registration reaches each broker's
+    metadata a moment apart, so kafka-python's first metadata may not know one yet
+    (``UnknownBrokerIdError``, seen in CI on a fresh three-node cluster): asked again, with
+    fresh metadata, for up to 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+        try:
+            return {_verification(admin, node_id) for node_id in brokers}
+        except Errors.UnknownBrokerIdError:
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            admin.close()
+        time.sleep(0.5)
+
+
 # The highest metadata.version level each release line supports (seen on its brokers): a
 # broker's release line, told more finely than its API versions tell it (kafka-python takes a
 # 4.4 broker for 4.3).
@@ -257,9 +277,9 @@ def assert_cluster_is(bootstrap_servers: str, version: str) -> None:
         brokers = (
             AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(timeout=10).brokers
         )
-        verifying = {_verification(admin, node_id) for node_id in brokers}
     finally:
         admin.close()
+    verifying = _verifications(bootstrap_servers, brokers)
     supported = features.get("metadata.version", {}).get("supported", (0, 0))[1]
     seen = RELEASE_LINE_BY_METADATA_VERSION.get(
         supported, f"unknown (metadata.version {supported})"
