@@ -9,6 +9,7 @@ it waited for.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import signal
@@ -23,7 +24,6 @@ from confluent_kafka.admin import AdminClient
 from checkpoint.crashpoints import CrashPoint, struck_marker
 from checkpoint.store import SnapshotStore
 from connectors.kafka.transactions import TransactionAdmin
-from connectors.kafka.txn_state import TxnState
 from kafka_eos.cluster import ProcessCluster
 
 WAIT_S = 240.0  # for a moment that a running pipeline reaches within a few batches
@@ -116,9 +116,6 @@ class Gate:
         self.open_file.unlink()
         watch.wait(self.marker.exists, f"a hit of {self.point.value}")
 
-    def reopen(self) -> None:
-        self.open_file.touch()
-
 
 class Watch:
     """The pipeline's state as the outside sees it: Spark's checkpoint, the sink's decisions
@@ -133,10 +130,19 @@ class Watch:
         """:func:`wait_for`, failing at once if the watched run of the query exits."""
         return wait_for(condition, what, timeout_s, self.job)
 
+    def spark_batches(self, log: str) -> list[int]:
+        """The batch ids in Spark's ``log`` (``offsets``: planned, ``commits``: done), sorted."""
+        folder = self.checkpoint / log
+        return sorted(int(n) for n in os.listdir(folder) if n.isdigit()) if folder.exists() else []
+
     def spark_committed(self) -> int:
-        """How many batches Spark recorded as done (``commits/``)."""
-        folder = self.checkpoint / "commits"
-        return len([n for n in os.listdir(folder) if n.isdigit()]) if folder.exists() else 0
+        """How many batches Spark recorded as done."""
+        return len(self.spark_batches("commits"))
+
+    def batch_end(self, batch_id: int, topic: str) -> dict[str, int]:
+        """Where batch ``batch_id`` ends in each partition of ``topic``, by ``offsets/``."""
+        line = (self.checkpoint / "offsets" / str(batch_id)).read_text().splitlines()[-1]
+        return {str(p): int(o) for p, o in json.loads(line)[topic].items()}
 
     def store(self) -> SnapshotStore:
         """The sink's decisions, read through the store the sink writes them with."""
@@ -154,11 +160,6 @@ class Watch:
         with TransactionAdmin({"bootstrap.servers": self.sink_bootstrap}) as admin:
             described = admin.describe(transactional_ids)
         return {d.coordinator_id for d in described.values() if d is not None}
-
-    def states(self, transactional_ids: list[str]) -> set[TxnState | None]:
-        with TransactionAdmin({"bootstrap.servers": self.sink_bootstrap}) as admin:
-            described = admin.describe(transactional_ids)
-        return {d.state if d else None for d in described.values()}
 
     def leaders(self) -> dict[int, int]:
         """Each output partition's leader, as the metadata shows it."""

@@ -376,13 +376,8 @@ class Chaos:
 
     def _committed_end(self) -> dict[str, int] | None:
         """The end offsets of the last batch in Spark's ``commits/``, from ``offsets/``."""
-        done = max(
-            (int(n) for n in os.listdir(self.checkpoint / "commits") if n.isdigit()), default=None
-        )
-        if done is None:
-            return None
-        line = (self.checkpoint / "offsets" / str(done)).read_text().splitlines()[-1]
-        return {str(p): int(o) for p, o in json.loads(line)[self.input].items()}
+        done = self.watch.spark_batches("commits")
+        return self.watch.batch_end(done[-1], self.input) if done else None
 
     def _verdict(self, t0_ms: int) -> Verdict:
         with TransactionAdmin({"bootstrap.servers": self.sink.bootstrap_servers}) as admin:
@@ -419,12 +414,10 @@ class Chaos:
 
     def _batch_of(self, partition: int, offset: int) -> int | None:
         """The batch whose range of input ``partition`` holds ``offset``, by Spark's offsets log."""
-        ends = {}
-        for name in os.listdir(self.checkpoint / "offsets"):
-            if name.isdigit():
-                line = (self.checkpoint / "offsets" / name).read_text().splitlines()[-1]
-                ends[int(name)] = json.loads(line)[self.input].get(str(partition), 0)
-        return next((b for b in sorted(ends) if offset < ends[b]), None)
+        for batch in self.watch.spark_batches("offsets"):
+            if offset < self.watch.batch_end(batch, self.input).get(str(partition), 0):
+                return batch
+        return None
 
 
 def chaos_clusters(
