@@ -44,9 +44,8 @@ from integration_tests.sink.transactions import commit_visibly
 from integration_tests.topics import create_topic
 from kafka_eos.cluster import ProcessCluster
 from kafka_eos.operations.hanging import (
-    Hanging,
     OpenOnPartition,
-    committed_by_its_coordinator,
+    abort_refusal,
     open_on_partitions,
     partitions_of,
 )
@@ -401,12 +400,8 @@ class Chaos:
             if d is None:
                 held.append(f"{tid}: unknown")
                 continue
-            bump = admin.epoch_bumps_on_end_at(d.coordinator_id)
-            skipped = committed_by_its_coordinator(Hanging(o, d), bump_possible=bump)
-            held.append(
-                f"{tid}: {d.state.value} epoch {d.epoch}"
-                + (" (committed: its COMMIT marker was skipped, KAFKA-20734)" if skipped else "")
-            )
+            shown = f"{tid} shows {d.state.value} at epoch {d.epoch}, the abort that ended it"
+            held.append(abort_refusal(o, d) or shown)
         return (
             f"open on {o.topic}-{o.partition} from offset {o.start_offset}: producer"
             f" {o.producer_id} epoch {o.producer_epoch}; its coordinator: {held or 'nothing'}"

@@ -228,7 +228,17 @@ def abort_command(
     help="Only transactions whose producer last wrote longer ago than this (e.g. 15m, 30s); "
     "default: the brokers' transaction.max.timeout.ms, longer than any live transaction.",
 )
-@click.option("--abort", "aborting", is_flag=True, help="Write an abort marker for each one.")
+@click.option(
+    "--abort",
+    "aborting",
+    is_flag=True,
+    help="Write an abort marker for each one whose coordinator shows the abort that ended it.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --abort: also those it cannot show were not committed (checked by hand first).",
+)
 @click.option("--yes", is_flag=True, help="Abort without asking.")
 @_json_option
 @_timeout_option
@@ -238,13 +248,17 @@ def find_hanging_command(
     topics: tuple[str, ...],
     older_than: str | None,
     aborting: bool,
+    force: bool,
     yes: bool,
     as_json: bool,
     timeout: float,
 ) -> None:
     """Find transactions open on a partition that no coordinator tracks (KIP-664): they pin
     the partition's last stable offset, and every read_committed reader, for good; `txn list`
-    cannot see them. With --abort, end each one with an abort marker on its partition."""
+    cannot see them. With --abort, end each one with an abort marker on its partition, when its
+    coordinator shows the abort that ended it (--force: also when it cannot show that)."""
+    if force and not aborting:
+        raise click.UsageError("--force only changes --abort: add --abort")
     if aborting and not yes and (as_json or not _interactive()):
         raise click.UsageError("--abort asks first, and no one can answer here: add --yes")
     options = client_options(kafka_options)
@@ -266,7 +280,7 @@ def find_hanging_command(
                 print_hanging(hanging_report(entries, older_than_ms, len(partitions)))
             if not yes:
                 click.confirm("Write an abort marker for each of these?", abort=True)
-            entries = [_abort_one(committer, h, now_ms) for h in found]
+            entries = [_abort_one(committer, h, now_ms, force=force) for h in found]
     report = hanging_report(entries, older_than_ms, len(partitions))
     if as_json:
         click.echo(json.dumps(report, indent=2))
@@ -276,10 +290,12 @@ def find_hanging_command(
         click.get_current_context().exit(1)
 
 
-def _abort_one(committer: KafkaCommitter, hanging: Hanging, now_ms: int) -> HangingDict:
+def _abort_one(
+    committer: KafkaCommitter, hanging: Hanging, now_ms: int, *, force: bool
+) -> HangingDict:
     try:
-        refused = abort_hanging(committer.admin, hanging)
-    except Errors.KafkaError as exc:
+        refused = abort_hanging(committer.admin, hanging, force=force)
+    except (Errors.KafkaError, KafkaEosError) as exc:
         return hanging_dict(hanging, now_ms, aborted=False, error=str(exc))
     return hanging_dict(hanging, now_ms, aborted=refused is None, error=refused)
 

@@ -18,8 +18,14 @@ transaction is older), and no coordinator holds a transaction of that producer i
 open (or being ended) and includes the partition. That is judged only while every partition
 of the transaction log has a leader: a coordinator that is offline answers nothing, and the
 decided transaction whose markers it has yet to write would look hanging (aborting it would
-lose part of a committed batch). One whose coordinator shows it committed at that epoch is
-never aborted, and each one is looked at again on its partition just before its marker.
+lose part of a committed batch).
+
+An abort marker is written only on positive evidence that it loses nothing committed: just
+before it, the producer id's coordinator, asked again, shows the abort that ended that very
+transaction (:func:`abort_refusal`), and the partition still shows it open. Anything else (the
+id committed, moved on to a later transaction, expired, or rolled over to a new producer id) is
+refused with its reason, unless the operator checked by hand and passes ``force``: a committed
+transaction whose COMMIT marker never reached the partition (KAFKA-20734) looks hanging too.
 
 Reports are built as the JSON-ready dicts below first, and printed second, as in
 :mod:`kafka_eos.operations.lingering`.
@@ -182,15 +188,35 @@ def _require_every_coordinator(admin: KafkaAdminClient) -> None:
         )
 
 
-def committed_by_its_coordinator(hanging: Hanging, *, bump_possible: bool) -> bool:
-    """Its coordinator shows that producer id's transaction committed (or committing): its
-    COMMIT marker is still to come, and an abort marker would lose its records. Under
-    transactions V2 (``bump_possible``, see :meth:`TxnDescription.is_commit_of`) the commit
-    shows at the next epoch: the partition keeps the epoch its records were written at."""
-    o, now = hanging.open, hanging.coordinator
-    return now is not None and now.is_commit_of(
-        o.producer_id, o.producer_epoch, bump_possible=bump_possible
-    )
+def abort_refusal(o: OpenOnPartition, now: TxnDescription | None) -> str | None:
+    """Why an abort marker for ``o`` could lose a committed transaction, given what its
+    producer id's coordinator shows ``now``; None only when it shows the abort that ended this
+    very transaction: aborted at its epoch (an EndTxn under transactions V1) or at the next
+    (a V2 EndTxn, a fence or a timeout bumps it), by a transaction that began no later than the
+    producer's last write here (a later transaction of the id began after it)."""
+    e = o.producer_epoch
+    if now is None:
+        return (
+            f"no coordinator holds producer id {o.producer_id}: its transactional id expired, or "
+            "rolled over to a new producer id (under transactions V2 a commit at epoch 32766 "
+            "does that), so nothing shows that this transaction did not commit"
+        )
+    shows = f"{now.transactional_id} shows {now.state.value} at epoch {now.epoch}"
+    if now.is_commit_of(o.producer_id, e, bump_possible=True):
+        return (
+            f"{shows}: if that commit is this transaction's, its COMMIT marker never reached "
+            "this partition (KAFKA-20734; the brokers' logs say why), and an abort marker "
+            "would lose it"
+        )
+    aborted = now.state in (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT)
+    if not aborted or now.epoch not in (e, e + 1) or now.producer_id != o.producer_id:
+        return f"{shows}, the open transaction is at epoch {e}: its id has moved on"
+    if not 0 <= now.start_time_ms <= o.last_timestamp_ms:
+        return (
+            f"{shows}, but that transaction began after this producer's last write here: it "
+            "is a later one, and its id has moved on"
+        )
+    return None
 
 
 def still_open(admin: KafkaAdminClient, hanging: Hanging) -> bool:
@@ -219,20 +245,23 @@ def _coordinator_transactions(
     return by_producer
 
 
-def abort_hanging(admin: TransactionAdmin, hanging: Hanging) -> str | None:
+def abort_hanging(admin: TransactionAdmin, hanging: Hanging, *, force: bool = False) -> str | None:
     """Write an abort marker for the hanging transaction to its partition (WriteTxnMarkers,
     as ``kafka-transactions.sh abort`` does; the leader checks the producer id and epoch), or
-    say why not."""
-    now = hanging.coordinator
-    bump_possible = now is not None and admin.epoch_bumps_on_end_at(now.coordinator_id)
-    if committed_by_its_coordinator(hanging, bump_possible=bump_possible):
-        return (
-            "not aborted: its coordinator committed it, and its COMMIT marker never reached "
-            "this partition; check the brokers' logs for the failed marker write"
-        )
+    say why not. Its coordinator is asked again first (the operator may have taken minutes to
+    confirm); ``force`` skips that evidence, never the partition's own check."""
+    o = hanging.open
+    if not force:
+        now = next(iter(_coordinator_transactions(admin, {o.producer_id})[o.producer_id]), None)
+        refused = abort_refusal(o, now)
+        if refused is not None:
+            return (
+                f"not aborted: {refused}. Check its records from offset {o.start_offset} "
+                "(read_uncommitted) against what should be in the output (a kafka-eos query: "
+                "`kafka-eos txn resolve --checkpoint-location`), then pass --force to abort it"
+            )
     if not still_open(admin.kafka_admin, hanging):
         return "not aborted: no longer open on its partition"
-    o = hanging.open
     admin.kafka_admin.abort_transaction(
         AbortTransactionSpec(
             TopicPartition(o.topic, o.partition),

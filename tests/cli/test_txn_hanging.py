@@ -4,14 +4,17 @@ and when an abort marker is refused. The real thing runs on Kafka 3.5.2 and 3.9.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from kafka.admin import PartitionProducerState, ProducerState
 from kafka.structs import TopicPartition
 
 from connectors.kafka.txn_state import TxnDescription, TxnState
+from kafka_eos.commands.txn import command as txn_command
 from kafka_eos.operations.hanging import abort_hanging, find_hanging
 from kafka_eos.operations.lingering import LingeringTransactionError
 
@@ -50,22 +53,22 @@ class FakeKafkaAdmin:
 
 
 class FakeTransactionAdmin:
-    def __init__(
-        self, kafka_admin: FakeKafkaAdmin, described: list[TxnDescription], *, v2: bool = False
-    ) -> None:
+    def __init__(self, kafka_admin: FakeKafkaAdmin, described: list[TxnDescription]) -> None:
         self.kafka_admin = kafka_admin
-        self.v2 = v2  # the coordinators take EndTxn v5: a commit moves the epoch on
-        self._described = {d.transactional_id: d for d in described}
+        self._described: dict[str, TxnDescription] = {}
         for d in described:
-            kafka_admin.listed.setdefault(d.producer_id, []).append(
-                SimpleNamespace(transactional_id=d.transactional_id)
-            )
+            self.now(d)
+
+    def now(self, d: TxnDescription) -> None:
+        """The coordinator shows ``d`` of its id from now on."""
+        self._described[d.transactional_id] = d
+        self.kafka_admin.listed = {
+            n.producer_id: [SimpleNamespace(transactional_id=n.transactional_id)]
+            for n in self._described.values()
+        }
 
     def describe(self, ids: list[str]) -> dict[str, TxnDescription | None]:
         return {tid: self._described.get(tid) for tid in ids}
-
-    def epoch_bumps_on_end_at(self, coordinator_id: int) -> bool:
-        return self.v2
 
 
 def described(state: TxnState, pid: int, epoch: int, partitions: tuple[Any, ...] = ()) -> Any:
@@ -100,43 +103,117 @@ def test_nothing_is_judged_while_a_partition_of_the_transaction_log_has_no_leade
         find(FakeTransactionAdmin(kafka, []))
 
 
-def test_no_abort_marker_for_a_transaction_its_coordinator_committed_at_that_epoch() -> None:
-    kafka = FakeKafkaAdmin([producer(7, 2, 40)])
-    admin = FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_COMMIT, 7, 2)])
+def abort(admin: FakeTransactionAdmin, *, force: bool = False) -> str | None:
     [hanging] = find(admin)
-    assert "its coordinator committed it" in (abort_hanging(admin, hanging) or "")  # type: ignore[arg-type]
+    return abort_hanging(admin, hanging, force=force)  # type: ignore[arg-type]
+
+
+def aborted(kafka: FakeKafkaAdmin) -> list[tuple[int, int]]:
+    return [(s.producer_id, s.producer_epoch) for s in kafka.aborted]
+
+
+@pytest.mark.parametrize(
+    ("state", "epoch"),
+    [
+        (TxnState.COMPLETE_ABORT, 2),  # EndTxn(abort) under transactions V1 keeps the epoch
+        (TxnState.COMPLETE_ABORT, 3),  # a V2 EndTxn, a fence or a timeout abort bumps it
+        (TxnState.PREPARE_ABORT, 3),
+    ],
+)
+def test_an_abort_marker_where_its_coordinator_shows_the_abort_that_ended_it(
+    state: TxnState, epoch: int
+) -> None:
+    """The one case with positive evidence: the producer wrote on here after its transaction
+    (begun before that write) was aborted, on a broker without partition verification."""
+    kafka = FakeKafkaAdmin([producer(7, 2, 40)])
+    assert abort(FakeTransactionAdmin(kafka, [described(state, 7, epoch)])) is None
+    assert aborted(kafka) == [(7, 2)]
+
+
+@pytest.mark.parametrize("epoch", [2, 3])
+def test_no_abort_marker_where_its_coordinator_shows_a_commit(epoch: int) -> None:
+    """At its epoch (V1) or the next (V2: EndTxn bumps it). Found by the chaos harness on
+    4.3.1: a coordinator killed as a batch's EndTxns went out left CompleteCommit at epoch 3
+    and no COMMIT marker on a partition that still shows the transaction open at epoch 2
+    (KAFKA-20734). Under V1 a commit at the next epoch may be a later transaction, but it
+    is no evidence that this one did not commit either."""
+    kafka = FakeKafkaAdmin([producer(7, 2, 40)])
+    refused = abort(FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_COMMIT, 7, epoch)]))
+    assert "its COMMIT marker never reached this partition" in (refused or "")
+    assert "--force" in (refused or "") and kafka.aborted == []
+
+
+def test_no_abort_marker_once_its_producer_id_rolled_over() -> None:
+    """Red team: under V2 a commit at epoch 32766 moves the id to a new producer id. Listed by
+    the old producer id, no coordinator holds it, and it looked unknown, hence abortable."""
+    kafka = FakeKafkaAdmin([producer(7, 32766, 40)])
+    refused = abort(FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_COMMIT, 8, 0)]))
+    assert "no coordinator holds producer id 7" in (refused or "") and kafka.aborted == []
+
+
+@pytest.mark.parametrize(
+    "now",
+    [
+        described(TxnState.ONGOING, 7, 4, (("out", 1),)),  # V2: two transactions later
+        described(TxnState.ONGOING, 7, 2, (("out", 1),)),  # V1: another one at its epoch
+        described(TxnState.EMPTY, 7, 4),  # a new producer of the id, after a fence
+        described(TxnState.COMPLETE_ABORT, 7, 5),  # a later transaction, aborted
+    ],
+    ids=["v2-ongoing", "v1-ongoing", "empty", "later-abort"],
+)
+def test_no_abort_marker_once_its_id_has_moved_on(now: TxnDescription) -> None:
+    """Red team: batch n's COMMIT marker skipped, batch n+1 took the id. What the coordinator
+    shows is another transaction; operators run find-hanging once readers stall, which is
+    when the query has moved on."""
+    kafka = FakeKafkaAdmin([producer(7, 2, 40)])
+    refused = abort(FakeTransactionAdmin(kafka, [now]))
+    assert "its id has moved on" in (refused or "") and kafka.aborted == []
+
+
+def test_no_abort_marker_for_an_abort_of_a_transaction_begun_after_the_last_write() -> None:
+    """Under V1 the epoch holds many transactions: an abort at it, of one begun after the
+    producer's last write here, is a later transaction's, and this one may have committed."""
+    kafka = FakeKafkaAdmin([producer(7, 2, 40, last_ms=NOW_MS - 600_000)])
+    later = replace(described(TxnState.COMPLETE_ABORT, 7, 2), start_time_ms=NOW_MS - 300_000)
+    refused = abort(FakeTransactionAdmin(kafka, [later]))
+    assert "began after this producer's last write here" in (refused or "")
     assert kafka.aborted == []
 
 
-def test_no_abort_marker_for_a_v2_commit_that_moved_the_epoch_on() -> None:
-    """Found by the chaos harness on 4.3.1: a coordinator killed as a batch's EndTxns went out
-    left CompleteCommit at epoch 3 and no COMMIT marker on a partition that still shows the
-    transaction open at epoch 2. An abort marker there would lose a committed batch."""
+def test_its_coordinator_is_asked_again_just_before_the_marker() -> None:
+    """The operator may take minutes to confirm: the id may have moved on meanwhile."""
     kafka = FakeKafkaAdmin([producer(7, 2, 40)])
-    admin = FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_COMMIT, 7, 3)], v2=True)
+    admin = FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_ABORT, 7, 2)])
     [hanging] = find(admin)
-    assert "its coordinator committed it" in (abort_hanging(admin, hanging) or "")  # type: ignore[arg-type]
+    admin.now(described(TxnState.ONGOING, 7, 2, (("out", 1),)))
+    assert "its id has moved on" in (abort_hanging(admin, hanging) or "")  # type: ignore[arg-type]
     assert kafka.aborted == []
 
 
-def test_an_abort_marker_where_v1_committed_a_later_transaction_of_the_producer() -> None:
-    """Under transactions V1 the epoch moves on only by InitProducerId, which aborts: a commit
-    at the next epoch is another transaction, and the open one is not committed."""
+def test_force_writes_the_marker_without_the_coordinators_evidence() -> None:
     kafka = FakeKafkaAdmin([producer(7, 2, 40)])
-    admin = FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_COMMIT, 7, 3)], v2=False)
-    [hanging] = find(admin)
-    assert abort_hanging(admin, hanging) is None  # type: ignore[arg-type]
-    assert [(s.producer_id, s.producer_epoch) for s in kafka.aborted] == [(7, 2)]
+    assert abort(FakeTransactionAdmin(kafka, []), force=True) is None
+    assert aborted(kafka) == [(7, 2)]
 
 
-def test_no_abort_marker_once_the_partition_no_longer_has_it_open() -> None:
+@pytest.mark.parametrize("force", [False, True])
+def test_no_abort_marker_once_the_partition_no_longer_has_it_open(force: bool) -> None:
     """Looked at again after the operator's confirmation: what is open now may be another
-    transaction of the same producer."""
+    transaction of the same producer. Forced or not."""
     kafka = FakeKafkaAdmin([producer(7, 2, 40)])
-    admin = FakeTransactionAdmin(kafka, [])
+    admin = FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_ABORT, 7, 2)])
     [hanging] = find(admin)
     kafka.open_on = [producer(7, 2, 55)]  # ended, and another one began at the same epoch
-    assert abort_hanging(admin, hanging) == "not aborted: no longer open on its partition"  # type: ignore[arg-type]
+    refused = abort_hanging(admin, hanging, force=force)  # type: ignore[arg-type]
+    assert refused == "not aborted: no longer open on its partition"
     kafka.open_on = [producer(7, 2, 40)]
-    assert abort_hanging(admin, hanging) is None  # type: ignore[arg-type]
-    assert [(s.producer_id, s.producer_epoch) for s in kafka.aborted] == [(7, 2)]
+    assert abort_hanging(admin, hanging, force=force) is None  # type: ignore[arg-type]
+    assert aborted(kafka) == [(7, 2)]
+
+
+def test_force_without_abort_is_a_usage_error() -> None:
+    result = CliRunner().invoke(
+        txn_command,
+        ["find-hanging", "--bootstrap-servers", "localhost:1", "--topic", "t", "--force"],
+    )
+    assert result.exit_code == 2 and "--force only changes --abort" in result.output
