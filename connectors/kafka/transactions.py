@@ -20,6 +20,8 @@ import kafka.errors as Errors
 from kafka.admin import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
 from kafka.protocol.admin.transactions import DescribeTransactionsRequest
+from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
+from kafka.structs import TopicPartition
 
 from checkpoint.deadline import Deadline, call_with_retries
 from checkpoint.errors import DeadlineExceeded
@@ -38,6 +40,7 @@ from connectors.kafka.txn_coordinators import (
     CoordinatorAnswer,
     broker_max_versions,
     call_coordinators,
+    send,
 )
 from connectors.kafka.txn_state import TxnDescription, TxnState
 
@@ -258,6 +261,61 @@ class TransactionAdmin:
             self._net, coordinator_id, deadline or Deadline(self._request_timeout_s)
         )
         return end_txn_version(versions) >= EPOCH_BUMP_END_TXN_VERSION
+
+    def write_commit_marker(
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        marker_epoch: int,
+        coordinator_epoch: int,
+        *,
+        deadline: Deadline | None = None,
+    ) -> None:
+        """Write a COMMIT marker for a transaction its coordinator committed to one partition,
+        as the coordinator itself writes it (WriteTxnMarkers to the partition's leader, which
+        checks the producer id and both epochs): for the markers a Kafka 4.x coordinator skips
+        (KAFKA-20734). ``marker_epoch`` is the epoch the coordinator ended it at. Only a caller
+        that has seen that commit may call this: a COMMIT marker makes every open record of
+        the producer on the partition visible. kafka-python's admin writes only ABORT ones."""
+        deadline = deadline or Deadline(self._request_timeout_s)
+        marker = WriteTxnMarkersRequest.WritableTxnMarker(
+            producer_id=producer_id,
+            producer_epoch=marker_epoch,
+            transaction_result=True,  # COMMIT
+            topics=[
+                WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic(
+                    name=tp.topic, partition_indexes=[tp.partition]
+                )
+            ],
+            coordinator_epoch=coordinator_epoch,
+        )
+
+        def write() -> None:
+            [topic] = self._admin.describe_topics([tp.topic])
+            leader = next(
+                p["leader_id"] for p in topic["partitions"] if p["partition_index"] == tp.partition
+            )
+            if leader < 0:
+                raise Errors.LeaderNotAvailableError(f"{tp.topic}-{tp.partition} has no leader")
+            future = send(self._net, leader, WriteTxnMarkersRequest(markers=[marker]))
+            self._net.poll(timeout_ms=int(deadline.remaining() * 1000), future=future)
+            if not future.is_done:
+                raise Errors.KafkaTimeoutError(f"no WriteTxnMarkers answer from broker {leader}")
+            if future.failed():
+                raise future.exception
+            for result in future.value.markers:
+                for topic_result in result.topics:
+                    for partition in topic_result.partitions:
+                        error = Errors.for_code(partition.error_code)
+                        if error is not Errors.NoError:
+                            raise error(f"WriteTxnMarkers (commit) of {tp.topic}-{tp.partition}")
+
+        call_with_retries(
+            write,
+            deadline=deadline,
+            action=f"WriteTxnMarkers (commit) of {tp.topic}-{tp.partition}",
+            is_retriable=lambda exc: isinstance(exc, Errors.KafkaError) and exc.retriable,
+        )
 
 
 def _one_per_id(targets: Sequence[EndTxnTarget]) -> dict[str, EndTxnTarget]:

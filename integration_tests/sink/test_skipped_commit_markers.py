@@ -17,11 +17,14 @@ replicas killed as its batch's EndTxns went out, before the next leader was elec
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from click.testing import CliRunner
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import errors as Errors
@@ -31,7 +34,9 @@ from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnDescription, TxnState
 from integration_tests.kafka_fixtures import running_cluster
 from integration_tests.sink.harness import kill_broker
+from integration_tests.sink.transactions import stable_and_end, values
 from kafka_eos.cluster import ProcessCluster
+from kafka_eos.commands.txn import command as txn_command
 from kafka_eos.operations.hanging import abort_hanging, find_hanging, open_on_partitions
 
 pytestmark = [pytest.mark.kafka]
@@ -88,6 +93,18 @@ def test_a_commit_while_a_partitions_leader_is_offline(brokers: ProcessCluster) 
         [hanging] = find_hanging(txn_admin, [tp], older_than_ms=0, now_ms=int(time.time() * 1000))
         refused = abort_hanging(txn_admin, hanging)
     assert refused is not None and "its COMMIT marker never reached this partition" in refused
+    assert values(bootstrap, topic, "read_committed") == Counter()
+
+    # The repair: the COMMIT marker the coordinator decided, written by the operator's command.
+    cluster = ["--bootstrap-servers", bootstrap, "--topic", topic, "--older-than", "0s"]
+    repaired = CliRunner().invoke(
+        txn_command, ["find-hanging", *cluster, "--commit", "--abort", "--yes", "--json"]
+    )
+    assert repaired.exit_code == 0, repaired.output
+    [entry] = json.loads(repaired.stdout)["hanging"]
+    assert (entry["committed"], entry["aborted"], entry["error"]) == (True, False, None)
+    assert values(bootstrap, topic, "read_committed") == Counter(str(n) for n in range(10))
+    assert stable_and_end(bootstrap, topic, partition) == (11, 11), "10 records, then the marker"
 
 
 def _completed(admin: TransactionAdmin, tid: str) -> TxnDescription:

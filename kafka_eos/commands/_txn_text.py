@@ -231,11 +231,13 @@ def print_hanging(report: HangingReportDict) -> None:
             else f"{h['transactional_id']}: {h['coordinator_state']}"
         )
         result = (
-            "hanging"
-            if h["aborted"] is None
+            "committed"
+            if h["committed"]
             else "aborted"
             if h["aborted"]
-            else f"ABORT FAILED: {h['error']}"
+            else f"NOT ENDED: {h['error']}"
+            if h["error"]
+            else "hanging"
         )
         table.add_row(
             f"{h['topic']}[{h['partition']}]",

@@ -42,6 +42,7 @@ from kafka_eos.operations.hanging import (
     Hanging,
     HangingDict,
     abort_hanging,
+    commit_hanging,
     find_hanging,
     hanging_dict,
     hanging_report,
@@ -229,6 +230,13 @@ def abort_command(
     "default: the brokers' transaction.max.timeout.ms, longer than any live transaction.",
 )
 @click.option(
+    "--commit",
+    "committing",
+    is_flag=True,
+    help="Write the COMMIT marker for each one whose coordinator shows it committed "
+    "(transactions V2; a marker Kafka 4.x skipped, KAFKA-20734).",
+)
+@click.option(
     "--abort",
     "aborting",
     is_flag=True,
@@ -247,6 +255,7 @@ def find_hanging_command(
     kafka_options: tuple[str, ...],
     topics: tuple[str, ...],
     older_than: str | None,
+    committing: bool,
     aborting: bool,
     force: bool,
     yes: bool,
@@ -255,12 +264,16 @@ def find_hanging_command(
 ) -> None:
     """Find transactions open on a partition that no coordinator tracks (KIP-664): they pin
     the partition's last stable offset, and every read_committed reader, for good; `txn list`
-    cannot see them. With --abort, end each one with an abort marker on its partition, when its
-    coordinator shows the abort that ended it (--force: also when it cannot show that)."""
+    cannot see them. With --commit, write the COMMIT marker of each one its coordinator shows
+    committed; with --abort, an abort marker for each one its coordinator shows aborted
+    (--force: also when it cannot show that it did not commit)."""
     if force and not aborting:
         raise click.UsageError("--force only changes --abort: add --abort")
-    if aborting and not yes and (as_json or not _interactive()):
-        raise click.UsageError("--abort asks first, and no one can answer here: add --yes")
+    ending = committing or aborting
+    if ending and not yes and (as_json or not _interactive()):
+        raise click.UsageError(
+            "--commit and --abort ask first, and no one can answer here: add --yes"
+        )
     options = client_options(kafka_options)
     now_ms = int(time.time() * 1000)
     with _committer(bootstrap_servers, options, timeout) as committer:
@@ -275,29 +288,51 @@ def find_hanging_command(
                 committer.admin, partitions, older_than_ms=older_than_ms, now_ms=now_ms
             )
         entries = [hanging_dict(h, now_ms) for h in found]
-        if aborting and found:
+        if ending and found:
             if not as_json:
                 print_hanging(hanging_report(entries, older_than_ms, len(partitions)))
             if not yes:
-                click.confirm("Write an abort marker for each of these?", abort=True)
-            entries = [_abort_one(committer, h, now_ms, force=force) for h in found]
+                click.confirm("Write the markers for these?", abort=True)
+            entries = [
+                _end_one(committer, h, now_ms, commit=committing, abort=aborting, force=force)
+                for h in found
+            ]
     report = hanging_report(entries, older_than_ms, len(partitions))
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
         print_hanging(report)
-    if any(e["aborted"] is not True for e in entries):
+    if not all(e["committed"] or e["aborted"] for e in entries):
         click.get_current_context().exit(1)
 
 
-def _abort_one(
-    committer: KafkaCommitter, hanging: Hanging, now_ms: int, *, force: bool
+def _end_one(
+    committer: KafkaCommitter,
+    hanging: Hanging,
+    now_ms: int,
+    *,
+    commit: bool,
+    abort: bool,
+    force: bool,
 ) -> HangingDict:
+    """Its COMMIT marker where asked and its coordinator shows the commit, else its abort
+    marker where asked and allowed; every refusal is reported."""
+    committed: bool | None = False if commit else None
+    aborted: bool | None = False if abort else None
+    refusals: list[str] = []
     try:
-        refused = abort_hanging(committer.admin, hanging, force=force)
+        if commit:
+            refused = commit_hanging(committer.admin, hanging)
+            committed = refused is None
+            refusals += [refused] if refused else []
+        if abort and not committed:
+            refused = abort_hanging(committer.admin, hanging, force=force)
+            aborted = refused is None
+            refusals += [refused] if refused else []
     except (Errors.KafkaError, KafkaEosError) as exc:
-        return hanging_dict(hanging, now_ms, aborted=False, error=str(exc))
-    return hanging_dict(hanging, now_ms, aborted=refused is None, error=refused)
+        refusals.append(f"{type(exc).__name__}: {exc}")
+    error = None if committed or aborted else "; ".join(refusals)
+    return hanging_dict(hanging, now_ms, committed=committed, aborted=aborted, error=error)
 
 
 def _duration(option: str, text: str) -> int:

@@ -26,6 +26,8 @@ transaction (:func:`abort_refusal`), and the partition still shows it open. Anyt
 id committed, moved on to a later transaction, expired, or rolled over to a new producer id) is
 refused with its reason, unless the operator checked by hand and passes ``force``: a committed
 transaction whose COMMIT marker never reached the partition (KAFKA-20734) looks hanging too.
+That one gets its COMMIT marker instead (:func:`commit_hanging`), on the same kind of evidence:
+its coordinator, under transactions V2, shows the commit that ended that very transaction.
 
 Reports are built as the JSON-ready dicts below first, and printed second, as in
 :mod:`kafka_eos.operations.lingering`.
@@ -93,6 +95,7 @@ class HangingDict(TypedDict):
     age_s: float
     transactional_id: str | None  # the id its producer id had, if a coordinator knows it
     coordinator_state: str | None  # that id's state now
+    committed: bool | None  # with --commit: whether its COMMIT marker was written
     aborted: bool | None  # with --abort: whether its abort marker was written
     error: str | None
 
@@ -245,6 +248,53 @@ def _coordinator_transactions(
     return by_producer
 
 
+def commit_refusal(o: OpenOnPartition, now: TxnDescription, *, bumps: bool) -> str | None:
+    """Why a COMMIT marker for ``o`` could make records visible that were never committed, or
+    None only when ``now`` shows this very transaction committed: under transactions V2
+    (``bumps``: EndTxn moved the epoch on, and brokers verify partitions, so no stray write
+    opens a transaction) a commit at the next epoch, of a transaction begun no later than the
+    producer's last write here. Under V1 a commit at its epoch may be an earlier
+    transaction's, and the open records a late retry after it: committing would double them."""
+    shows = f"{now.transactional_id} shows {now.state.value} at epoch {now.epoch}"
+    if not bumps:
+        return (
+            f"{shows}, under transactions V1, where the open records may be a late write after "
+            "that commit"
+        )
+    if (now.producer_id, now.state, now.epoch) != (
+        o.producer_id,
+        TxnState.COMPLETE_COMMIT,
+        o.producer_epoch + 1,
+    ):
+        return f"{shows}, not the commit of this transaction (epoch {o.producer_epoch})"
+    if not 0 <= now.start_time_ms <= o.last_timestamp_ms:
+        return f"{shows}, of a transaction that began after this producer's last write here"
+    return None
+
+
+def commit_hanging(admin: TransactionAdmin, hanging: Hanging) -> str | None:
+    """Write the COMMIT marker its coordinator decided but never wrote to this partition
+    (KAFKA-20734), or say why not; the coordinator and the partition are asked again first."""
+    o = hanging.open
+    now = _coordinator_view(admin, o.producer_id)
+    if now is None:
+        return f"not committed: no coordinator holds producer id {o.producer_id}"
+    refused = commit_refusal(o, now, bumps=admin.epoch_bumps_on_end_at(now.coordinator_id))
+    if refused is not None:
+        return f"not committed: {refused}"
+    if not still_open(admin.kafka_admin, hanging):
+        return "not committed: no longer open on its partition"
+    admin.write_commit_marker(
+        TopicPartition(o.topic, o.partition), o.producer_id, now.epoch, o.coordinator_epoch
+    )
+    return None
+
+
+def _coordinator_view(admin: TransactionAdmin, producer_id: int) -> TxnDescription | None:
+    """What the coordinator shows now of the id that holds ``producer_id``, if one does."""
+    return next(iter(_coordinator_transactions(admin, {producer_id})[producer_id]), None)
+
+
 def abort_hanging(admin: TransactionAdmin, hanging: Hanging, *, force: bool = False) -> str | None:
     """Write an abort marker for the hanging transaction to its partition (WriteTxnMarkers,
     as ``kafka-transactions.sh abort`` does; the leader checks the producer id and epoch), or
@@ -252,8 +302,7 @@ def abort_hanging(admin: TransactionAdmin, hanging: Hanging, *, force: bool = Fa
     confirm); ``force`` skips that evidence, never the partition's own check."""
     o = hanging.open
     if not force:
-        now = next(iter(_coordinator_transactions(admin, {o.producer_id})[o.producer_id]), None)
-        refused = abort_refusal(o, now)
+        refused = abort_refusal(o, _coordinator_view(admin, o.producer_id))
         if refused is not None:
             return (
                 f"not aborted: {refused}. Check its records from offset {o.start_offset} "
@@ -274,7 +323,12 @@ def abort_hanging(admin: TransactionAdmin, hanging: Hanging, *, force: bool = Fa
 
 
 def hanging_dict(
-    hanging: Hanging, now_ms: int, *, aborted: bool | None = None, error: str | None = None
+    hanging: Hanging,
+    now_ms: int,
+    *,
+    committed: bool | None = None,
+    aborted: bool | None = None,
+    error: str | None = None,
 ) -> HangingDict:
     o, now = hanging.open, hanging.coordinator
     return {
@@ -287,6 +341,7 @@ def hanging_dict(
         "age_s": max(0.0, (now_ms - o.last_timestamp_ms) / 1000),
         "transactional_id": None if now is None else now.transactional_id,
         "coordinator_state": None if now is None else now.state.value,
+        "committed": committed,
         "aborted": aborted,
         "error": error,
     }

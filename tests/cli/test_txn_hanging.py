@@ -15,7 +15,7 @@ from kafka.structs import TopicPartition
 
 from connectors.kafka.txn_state import TxnDescription, TxnState
 from kafka_eos.commands.txn import command as txn_command
-from kafka_eos.operations.hanging import abort_hanging, find_hanging
+from kafka_eos.operations.hanging import abort_hanging, commit_hanging, find_hanging
 from kafka_eos.operations.lingering import LingeringTransactionError
 
 TP = TopicPartition("out", 0)
@@ -53,8 +53,12 @@ class FakeKafkaAdmin:
 
 
 class FakeTransactionAdmin:
-    def __init__(self, kafka_admin: FakeKafkaAdmin, described: list[TxnDescription]) -> None:
+    def __init__(
+        self, kafka_admin: FakeKafkaAdmin, described: list[TxnDescription], *, v2: bool = True
+    ) -> None:
         self.kafka_admin = kafka_admin
+        self.v2 = v2  # the coordinators take EndTxn v5: a commit moves the epoch on
+        self.committed: list[tuple[TopicPartition, int, int, int]] = []
         self._described: dict[str, TxnDescription] = {}
         for d in described:
             self.now(d)
@@ -69,6 +73,17 @@ class FakeTransactionAdmin:
 
     def describe(self, ids: list[str]) -> dict[str, TxnDescription | None]:
         return {tid: self._described.get(tid) for tid in ids}
+
+    def epoch_bumps_on_end_at(self, coordinator_id: int) -> bool:
+        return self.v2
+
+    def write_commit_marker(
+        self, tp: TopicPartition, producer_id: int, marker_epoch: int, coordinator_epoch: int
+    ) -> None:
+        self.committed.append((tp, producer_id, marker_epoch, coordinator_epoch))
+        self.kafka_admin.open_on = [
+            p for p in self.kafka_admin.open_on if p.producer_id != producer_id
+        ]
 
 
 def described(state: TxnState, pid: int, epoch: int, partitions: tuple[Any, ...] = ()) -> Any:
@@ -209,6 +224,62 @@ def test_no_abort_marker_once_the_partition_no_longer_has_it_open(force: bool) -
     kafka.open_on = [producer(7, 2, 40)]
     assert abort_hanging(admin, hanging, force=force) is None  # type: ignore[arg-type]
     assert aborted(kafka) == [(7, 2)]
+
+
+def commit(admin: FakeTransactionAdmin) -> str | None:
+    [hanging] = find(admin)
+    return commit_hanging(admin, hanging)  # type: ignore[arg-type]
+
+
+def test_a_commit_marker_where_a_v2_coordinator_shows_the_commit_that_ended_it() -> None:
+    """KAFKA-20734: CompleteCommit at the next epoch, the partition still open at its own. The
+    marker goes out as the coordinator would have written it: at the bumped epoch, with the
+    coordinator epoch the partition knows."""
+    kafka = FakeKafkaAdmin([producer(7, 2, 40)])
+    admin = FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_COMMIT, 7, 3)])
+    assert commit(admin) is None
+    assert admin.committed == [(TP, 7, 3, 3)] and kafka.aborted == []
+
+
+@pytest.mark.parametrize(
+    ("now", "v2", "reason"),
+    [
+        # V1: a commit at its epoch may be an earlier transaction's; the records a late retry.
+        (described(TxnState.COMPLETE_COMMIT, 7, 2), False, "under transactions V1"),
+        (described(TxnState.COMPLETE_COMMIT, 7, 2), True, "not the commit of this transaction"),
+        (described(TxnState.PREPARE_COMMIT, 7, 3), True, "not the commit of this transaction"),
+        (described(TxnState.COMPLETE_COMMIT, 7, 4), True, "not the commit of this transaction"),
+        (described(TxnState.COMPLETE_ABORT, 7, 3), True, "not the commit of this transaction"),
+        (
+            replace(described(TxnState.COMPLETE_COMMIT, 7, 3), start_time_ms=NOW_MS - 300_000),
+            True,
+            "began after this producer's last write here",
+        ),
+    ],
+    ids=["v1", "same-epoch", "still-committing", "later", "aborted", "begun-after"],
+)
+def test_no_commit_marker_without_the_commit_of_this_very_transaction(
+    now: TxnDescription, v2: bool, reason: str
+) -> None:
+    """A COMMIT marker makes every open record of the producer on the partition visible."""
+    kafka = FakeKafkaAdmin([producer(7, 2, 40)])
+    admin = FakeTransactionAdmin(kafka, [now], v2=v2)
+    assert reason in (commit(admin) or "") and admin.committed == []
+
+
+def test_no_commit_marker_where_no_coordinator_holds_the_producer_id() -> None:
+    admin = FakeTransactionAdmin(FakeKafkaAdmin([producer(7, 2, 40)]), [])
+    assert commit(admin) == "not committed: no coordinator holds producer id 7"
+    assert admin.committed == []
+
+
+def test_no_commit_marker_once_the_partition_no_longer_has_it_open() -> None:
+    kafka = FakeKafkaAdmin([producer(7, 2, 40)])
+    admin = FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_COMMIT, 7, 3)])
+    [hanging] = find(admin)
+    kafka.open_on = []
+    refused = commit_hanging(admin, hanging)  # type: ignore[arg-type]
+    assert refused == "not committed: no longer open on its partition" and admin.committed == []
 
 
 def test_force_without_abort_is_a_usage_error() -> None:
