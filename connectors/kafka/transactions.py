@@ -271,13 +271,29 @@ class TransactionAdmin:
         *,
         deadline: Deadline | None = None,
     ) -> None:
-        """Write a COMMIT marker for a transaction its coordinator committed to one partition,
-        as the coordinator itself writes it (WriteTxnMarkers to the partition's leader, which
-        checks the producer id and both epochs): for the markers a Kafka 4.x coordinator skips
-        (KAFKA-20734). ``marker_epoch`` is the epoch the coordinator ended it at. Only a caller
-        that has seen that commit may call this: a COMMIT marker makes every open record of
-        the producer on the partition visible. kafka-python's admin writes only ABORT ones."""
+        """Write a COMMIT marker for a transaction its coordinator committed under transactions
+        V2 to one partition, as the coordinator itself writes it: WriteTxnMarkers v2 to the
+        partition's leader, at the epoch the commit moved to, marked transaction version 2 so
+        that the leader refuses it once a later transaction of the producer is open there (a
+        legacy marker is taken at any epoch not below the producer's). For the markers a Kafka
+        4.x coordinator skips (KAFKA-20734). One attempt, never re-sent: between two attempts
+        the partition may have moved on, and the caller looks at it again first. kafka-python's
+        admin writes only ABORT markers, and only legacy ones."""
         deadline = deadline or Deadline(self._request_timeout_s)
+        where = f"{tp.topic}-{tp.partition}"
+        [topic] = self._admin.describe_topics([tp.topic])
+        leader = next(
+            (p["leader_id"] for p in topic["partitions"] if p["partition_index"] == tp.partition),
+            -1,
+        )
+        if topic["error_code"] or leader < 0:
+            raise Errors.LeaderNotAvailableError(f"{where} has no leader now: try again later")
+        versions = broker_max_versions(self._net, leader, deadline)
+        if versions.get(WriteTxnMarkersRequest.API_KEY, -1) < 2:
+            raise Errors.UnsupportedVersionError(
+                f"broker {leader}, the leader of {where}, does not take WriteTxnMarkers v2 "
+                "(KIP-1228), whose transaction version lets it refuse a marker that comes late"
+            )
         marker = WriteTxnMarkersRequest.WritableTxnMarker(
             producer_id=producer_id,
             producer_epoch=marker_epoch,
@@ -288,34 +304,29 @@ class TransactionAdmin:
                 )
             ],
             coordinator_epoch=coordinator_epoch,
+            transaction_version=2,
         )
-
-        def write() -> None:
-            [topic] = self._admin.describe_topics([tp.topic])
-            leader = next(
-                p["leader_id"] for p in topic["partitions"] if p["partition_index"] == tp.partition
+        future = send(self._net, leader, WriteTxnMarkersRequest(markers=[marker]))
+        self._net.poll(timeout_ms=int(deadline.remaining() * 1000), future=future)
+        if not future.is_done:
+            raise Errors.KafkaTimeoutError(
+                f"no WriteTxnMarkers answer from broker {leader} within {deadline.timeout} s: "
+                f"whether the COMMIT marker reached {where} is unknown; look again"
             )
-            if leader < 0:
-                raise Errors.LeaderNotAvailableError(f"{tp.topic}-{tp.partition} has no leader")
-            future = send(self._net, leader, WriteTxnMarkersRequest(markers=[marker]))
-            self._net.poll(timeout_ms=int(deadline.remaining() * 1000), future=future)
-            if not future.is_done:
-                raise Errors.KafkaTimeoutError(f"no WriteTxnMarkers answer from broker {leader}")
-            if future.failed():
-                raise future.exception
-            for result in future.value.markers:
-                for topic_result in result.topics:
-                    for partition in topic_result.partitions:
-                        error = Errors.for_code(partition.error_code)
-                        if error is not Errors.NoError:
-                            raise error(f"WriteTxnMarkers (commit) of {tp.topic}-{tp.partition}")
-
-        call_with_retries(
-            write,
-            deadline=deadline,
-            action=f"WriteTxnMarkers (commit) of {tp.topic}-{tp.partition}",
-            is_retriable=lambda exc: isinstance(exc, Errors.KafkaError) and exc.retriable,
-        )
+        if future.failed():
+            raise future.exception
+        answered = [
+            Errors.for_code(partition.error_code)
+            for result in future.value.markers
+            if result.producer_id == producer_id
+            for t in result.topics
+            if t.name == tp.topic
+            for partition in t.partitions
+            if partition.partition_index == tp.partition
+        ]
+        if answered != [Errors.NoError]:
+            error = answered[0] if answered else Errors.UnknownServerError
+            raise error(f"WriteTxnMarkers (commit) of {where}: answered {answered}")
 
 
 def _one_per_id(targets: Sequence[EndTxnTarget]) -> dict[str, EndTxnTarget]:

@@ -401,7 +401,8 @@ class Chaos:
                 held.append(f"{tid}: unknown")
                 continue
             shown = f"{tid} shows {d.state.value} at epoch {d.epoch}, the abort that ended it"
-            held.append(abort_refusal(o, d) or shown)
+            bumps = admin.epoch_bumps_on_end_at(d.coordinator_id)
+            held.append(abort_refusal(o, d, bumps=bumps) or shown)
         return (
             f"open on {o.topic}-{o.partition} from offset {o.start_offset}: producer"
             f" {o.producer_id} epoch {o.producer_epoch}; its coordinator: {held or 'nothing'}"

@@ -30,6 +30,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import errors as Errors
 from kafka.structs import TopicPartition
 
+from checkpoint.deadline import Deadline
+from connectors.kafka.end_txn import EndTxnTarget
+from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnDescription, TxnState
 from integration_tests.kafka_fixtures import running_cluster
@@ -58,7 +61,8 @@ def test_a_commit_while_a_partitions_leader_is_offline(brokers: ProcessCluster) 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = f"t-{uuid.uuid4().hex[:12]}"
     admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])[topic].result(30)
-    tid = f"tid-{uuid.uuid4().hex[:8]}"
+    prefix = f"p-{uuid.uuid4().hex[:8]}"
+    tid = TransactionalIdNaming(prefix, "0123abcd").transactional_id(0, 0)  # a kafka-eos sink's
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
     producer.init_transactions(30)
     with TransactionAdmin({"bootstrap.servers": bootstrap}) as txn_admin:
@@ -78,7 +82,11 @@ def test_a_commit_while_a_partitions_leader_is_offline(brokers: ProcessCluster) 
     while admin.list_topics(topic, timeout=10).topics[topic].partitions[partition].leader >= 0:
         assert time.monotonic() < deadline, "the partition's leader never went offline"
         time.sleep(0.5)
-    producer.commit_transaction(60)
+    # The kafka-eos driver's commit: EndTxn v5 where the coordinator speaks transactions V2.
+    with TransactionAdmin({"bootstrap.servers": bootstrap}) as txn_admin:
+        target = EndTxnTarget(tid, described.producer_id, described.epoch)
+        ended = txn_admin.end_transactions([target], commit=True, deadline=Deadline(60))
+    assert ended[tid].error is None, ended[tid]
     brokers.start_node(leader)
     tp = TopicPartition(topic, partition)
     with TransactionAdmin({"bootstrap.servers": bootstrap}) as txn_admin:
@@ -98,7 +106,8 @@ def test_a_commit_while_a_partitions_leader_is_offline(brokers: ProcessCluster) 
     # The repair: the COMMIT marker the coordinator decided, written by the operator's command.
     cluster = ["--bootstrap-servers", bootstrap, "--topic", topic, "--older-than", "0s"]
     repaired = CliRunner().invoke(
-        txn_command, ["find-hanging", *cluster, "--commit", "--abort", "--yes", "--json"]
+        txn_command,
+        ["find-hanging", *cluster, "--prefix", prefix, "--commit", "--abort", "--yes", "--json"],
     )
     assert repaired.exit_code == 0, repaired.output
     [entry] = json.loads(repaired.stdout)["hanging"]

@@ -233,8 +233,12 @@ def abort_command(
     "--commit",
     "committing",
     is_flag=True,
-    help="Write the COMMIT marker for each one whose coordinator shows it committed "
-    "(transactions V2; a marker Kafka 4.x skipped, KAFKA-20734).",
+    help="Write the COMMIT marker for each one of the --prefix sink's transactions whose "
+    "coordinator shows it committed (transactions V2; a marker Kafka 4.x skipped, KAFKA-20734).",
+)
+@click.option(
+    "--prefix",
+    help="With --commit: the transactionalIdPrefix of the kafka-eos sink that writes the topics.",
 )
 @click.option(
     "--abort",
@@ -256,6 +260,7 @@ def find_hanging_command(
     topics: tuple[str, ...],
     older_than: str | None,
     committing: bool,
+    prefix: str | None,
     aborting: bool,
     force: bool,
     yes: bool,
@@ -267,6 +272,10 @@ def find_hanging_command(
     cannot see them. With --commit, write the COMMIT marker of each one its coordinator shows
     committed; with --abort, an abort marker for each one its coordinator shows aborted
     (--force: also when it cannot show that it did not commit)."""
+    if committing and not prefix:
+        raise click.UsageError(
+            "--commit needs --prefix: only a kafka-eos sink's ids show a commit it can trust"
+        )
     if force and not aborting:
         raise click.UsageError("--force only changes --abort: add --abort")
     ending = committing or aborting
@@ -294,7 +303,14 @@ def find_hanging_command(
             if not yes:
                 click.confirm("Write the markers for these?", abort=True)
             entries = [
-                _end_one(committer, h, now_ms, commit=committing, abort=aborting, force=force)
+                _end_one(
+                    committer,
+                    h,
+                    now_ms,
+                    commit=prefix if committing else None,
+                    abort=aborting,
+                    force=force,
+                )
                 for h in found
             ]
     report = hanging_report(entries, older_than_ms, len(partitions))
@@ -311,18 +327,18 @@ def _end_one(
     hanging: Hanging,
     now_ms: int,
     *,
-    commit: bool,
+    commit: str | None,
     abort: bool,
     force: bool,
 ) -> HangingDict:
-    """Its COMMIT marker where asked and its coordinator shows the commit, else its abort
-    marker where asked and allowed; every refusal is reported."""
+    """Its COMMIT marker where asked (``commit``: the sink's prefix) and its coordinator shows
+    the commit, else its abort marker where asked and allowed; every refusal is reported."""
     committed: bool | None = False if commit else None
     aborted: bool | None = False if abort else None
     refusals: list[str] = []
     try:
         if commit:
-            refused = commit_hanging(committer.admin, hanging)
+            refused = commit_hanging(committer.admin, hanging, prefix=commit)
             committed = refused is None
             refusals += [refused] if refused else []
         if abort and not committed:

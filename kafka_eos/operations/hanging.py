@@ -44,6 +44,7 @@ import kafka.errors as Errors
 from kafka.admin import AbortTransactionSpec, KafkaAdminClient
 from kafka.structs import TopicPartition
 
+from connectors.kafka.sink.naming import OwnedId
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnDescription, TxnState
 from kafka_eos.operations.lingering import LingeringTransactionError
@@ -191,12 +192,14 @@ def _require_every_coordinator(admin: KafkaAdminClient) -> None:
         )
 
 
-def abort_refusal(o: OpenOnPartition, now: TxnDescription | None) -> str | None:
+def abort_refusal(o: OpenOnPartition, now: TxnDescription | None, *, bumps: bool) -> str | None:
     """Why an abort marker for ``o`` could lose a committed transaction, given what its
     producer id's coordinator shows ``now``; None only when it shows the abort that ended this
-    very transaction: aborted at its epoch (an EndTxn under transactions V1) or at the next
-    (a V2 EndTxn, a fence or a timeout bumps it), by a transaction that began no later than the
-    producer's last write here (a later transaction of the id began after it)."""
+    very transaction: aborted at its epoch (an EndTxn that keeps it), or at the next where the
+    coordinator moves the epoch on when it ends one (``bumps``: transactions V2; under V1 an
+    abort at the next epoch is as likely the next transaction's own, after an
+    ``init_transactions``), by a transaction that began no later than the producer's last write
+    here (a later transaction of the id began after it)."""
     e = o.producer_epoch
     if now is None:
         return (
@@ -212,7 +215,8 @@ def abort_refusal(o: OpenOnPartition, now: TxnDescription | None) -> str | None:
             "would lose it"
         )
     aborted = now.state in (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT)
-    if not aborted or now.epoch not in (e, e + 1) or now.producer_id != o.producer_id:
+    ending_epochs = (e, e + 1) if bumps else (e,)
+    if not aborted or now.epoch not in ending_epochs or now.producer_id != o.producer_id:
         return f"{shows}, the open transaction is at epoch {e}: its id has moved on"
     if not 0 <= now.start_time_ms <= o.last_timestamp_ms:
         return (
@@ -220,6 +224,58 @@ def abort_refusal(o: OpenOnPartition, now: TxnDescription | None) -> str | None:
             "is a later one, and its id has moved on"
         )
     return None
+
+
+def commit_refusal(
+    o: OpenOnPartition, now: TxnDescription, *, prefix: str, bumps: bool
+) -> str | None:
+    """Why a COMMIT marker for ``o`` could make records visible that were never committed, or
+    None only when ``now`` shows this very transaction committed. That takes an id of the
+    kafka-eos sink with ``transactionalIdPrefix`` = ``prefix``, at a coordinator that moves the
+    epoch on when it ends a transaction (``bumps``: transactions V2), showing CompleteCommit of
+    the same producer id at the next epoch. The sink's driver is the only one that commits its
+    ids, with an EndTxn that moves the epoch on there, and every task attempt begins with
+    ``init_transactions``, which moves it on too: so the commit at E + 1 ended the transaction
+    whose records are at E, and nothing else. Other producers give no such evidence: under V1,
+    or with a client whose EndTxn keeps the epoch (librdkafka's), a commit at E + 1 may be a
+    later transaction's, and the open records an aborted one's or a late retry's."""
+    owned = OwnedId.parse(now.transactional_id)
+    if owned is None or owned.prefix != prefix:
+        return f"{now.transactional_id} is not an id of a kafka-eos sink with prefix {prefix!r}"
+    shows = f"{now.transactional_id} shows {now.state.value} at epoch {now.epoch}"
+    if not bumps:
+        return f"{shows}, at a coordinator of transactions V1, where the epoch tells no commit"
+    if (now.producer_id, now.state, now.epoch) != (
+        o.producer_id,
+        TxnState.COMPLETE_COMMIT,
+        o.producer_epoch + 1,
+    ):
+        return f"{shows}, not the commit of this transaction (epoch {o.producer_epoch})"
+    return None
+
+
+def commit_hanging(admin: TransactionAdmin, hanging: Hanging, *, prefix: str) -> str | None:
+    """Write the COMMIT marker its coordinator decided but never wrote to this partition
+    (KAFKA-20734), or say why not; the coordinator and the partition are asked again first."""
+    o = hanging.open
+    now = _coordinator_view(admin, o.producer_id)
+    if now is None:
+        return f"not committed: no coordinator holds producer id {o.producer_id}"
+    bumps = admin.epoch_bumps_on_end_at(now.coordinator_id)
+    refused = commit_refusal(o, now, prefix=prefix, bumps=bumps)
+    if refused is not None:
+        return f"not committed: {refused}"
+    if not still_open(admin.kafka_admin, hanging):
+        return "not committed: no longer open on its partition"
+    admin.write_commit_marker(
+        TopicPartition(o.topic, o.partition), o.producer_id, now.epoch, o.coordinator_epoch
+    )
+    return None
+
+
+def _coordinator_view(admin: TransactionAdmin, producer_id: int) -> TxnDescription | None:
+    """What the coordinator shows now of the id that holds ``producer_id``, if one does."""
+    return next(iter(_coordinator_transactions(admin, {producer_id})[producer_id]), None)
 
 
 def still_open(admin: KafkaAdminClient, hanging: Hanging) -> bool:
@@ -248,53 +304,6 @@ def _coordinator_transactions(
     return by_producer
 
 
-def commit_refusal(o: OpenOnPartition, now: TxnDescription, *, bumps: bool) -> str | None:
-    """Why a COMMIT marker for ``o`` could make records visible that were never committed, or
-    None only when ``now`` shows this very transaction committed: under transactions V2
-    (``bumps``: EndTxn moved the epoch on, and brokers verify partitions, so no stray write
-    opens a transaction) a commit at the next epoch, of a transaction begun no later than the
-    producer's last write here. Under V1 a commit at its epoch may be an earlier
-    transaction's, and the open records a late retry after it: committing would double them."""
-    shows = f"{now.transactional_id} shows {now.state.value} at epoch {now.epoch}"
-    if not bumps:
-        return (
-            f"{shows}, under transactions V1, where the open records may be a late write after "
-            "that commit"
-        )
-    if (now.producer_id, now.state, now.epoch) != (
-        o.producer_id,
-        TxnState.COMPLETE_COMMIT,
-        o.producer_epoch + 1,
-    ):
-        return f"{shows}, not the commit of this transaction (epoch {o.producer_epoch})"
-    if not 0 <= now.start_time_ms <= o.last_timestamp_ms:
-        return f"{shows}, of a transaction that began after this producer's last write here"
-    return None
-
-
-def commit_hanging(admin: TransactionAdmin, hanging: Hanging) -> str | None:
-    """Write the COMMIT marker its coordinator decided but never wrote to this partition
-    (KAFKA-20734), or say why not; the coordinator and the partition are asked again first."""
-    o = hanging.open
-    now = _coordinator_view(admin, o.producer_id)
-    if now is None:
-        return f"not committed: no coordinator holds producer id {o.producer_id}"
-    refused = commit_refusal(o, now, bumps=admin.epoch_bumps_on_end_at(now.coordinator_id))
-    if refused is not None:
-        return f"not committed: {refused}"
-    if not still_open(admin.kafka_admin, hanging):
-        return "not committed: no longer open on its partition"
-    admin.write_commit_marker(
-        TopicPartition(o.topic, o.partition), o.producer_id, now.epoch, o.coordinator_epoch
-    )
-    return None
-
-
-def _coordinator_view(admin: TransactionAdmin, producer_id: int) -> TxnDescription | None:
-    """What the coordinator shows now of the id that holds ``producer_id``, if one does."""
-    return next(iter(_coordinator_transactions(admin, {producer_id})[producer_id]), None)
-
-
 def abort_hanging(admin: TransactionAdmin, hanging: Hanging, *, force: bool = False) -> str | None:
     """Write an abort marker for the hanging transaction to its partition (WriteTxnMarkers,
     as ``kafka-transactions.sh abort`` does; the leader checks the producer id and epoch), or
@@ -302,7 +311,9 @@ def abort_hanging(admin: TransactionAdmin, hanging: Hanging, *, force: bool = Fa
     confirm); ``force`` skips that evidence, never the partition's own check."""
     o = hanging.open
     if not force:
-        refused = abort_refusal(o, _coordinator_view(admin, o.producer_id))
+        now = _coordinator_view(admin, o.producer_id)
+        bumps = now is not None and admin.epoch_bumps_on_end_at(now.coordinator_id)
+        refused = abort_refusal(o, now, bumps=bumps)
         if refused is not None:
             return (
                 f"not aborted: {refused}. Check its records from offset {o.start_offset} "

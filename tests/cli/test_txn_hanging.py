@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from kafka.admin import PartitionProducerState, ProducerState
 from kafka.structs import TopicPartition
 
+from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.txn_state import TxnDescription, TxnState
 from kafka_eos.commands.txn import command as txn_command
 from kafka_eos.operations.hanging import abort_hanging, commit_hanging, find_hanging
@@ -128,21 +129,31 @@ def aborted(kafka: FakeKafkaAdmin) -> list[tuple[int, int]]:
 
 
 @pytest.mark.parametrize(
-    ("state", "epoch"),
+    ("state", "epoch", "v2"),
     [
-        (TxnState.COMPLETE_ABORT, 2),  # EndTxn(abort) under transactions V1 keeps the epoch
-        (TxnState.COMPLETE_ABORT, 3),  # a V2 EndTxn, a fence or a timeout abort bumps it
-        (TxnState.PREPARE_ABORT, 3),
+        (TxnState.COMPLETE_ABORT, 2, False),  # EndTxn(abort) under transactions V1 keeps it
+        (TxnState.COMPLETE_ABORT, 3, True),  # a V2 EndTxn, a fence or a timeout abort bumps it
+        (TxnState.PREPARE_ABORT, 3, True),
     ],
 )
 def test_an_abort_marker_where_its_coordinator_shows_the_abort_that_ended_it(
-    state: TxnState, epoch: int
+    state: TxnState, epoch: int, v2: bool
 ) -> None:
     """The one case with positive evidence: the producer wrote on here after its transaction
     (begun before that write) was aborted, on a broker without partition verification."""
     kafka = FakeKafkaAdmin([producer(7, 2, 40)])
-    assert abort(FakeTransactionAdmin(kafka, [described(state, 7, epoch)])) is None
+    assert abort(FakeTransactionAdmin(kafka, [described(state, 7, epoch)], v2=v2)) is None
     assert aborted(kafka) == [(7, 2)]
+
+
+def test_no_abort_marker_for_an_abort_at_the_next_epoch_under_v1() -> None:
+    """Red team: under V1 it is as likely the next transaction's own abort after an
+    ``init_transactions`` (a sink's next batch on the slot, failing on the same offline
+    leader), and this one, committed, lost its marker; only clocks would tell them apart."""
+    kafka = FakeKafkaAdmin([producer(7, 2, 40)])
+    next_batch = replace(described(TxnState.COMPLETE_ABORT, 7, 3), start_time_ms=NOW_MS - 602_000)
+    refused = abort(FakeTransactionAdmin(kafka, [next_batch], v2=False))
+    assert "its id has moved on" in (refused or "") and kafka.aborted == []
 
 
 @pytest.mark.parametrize("epoch", [2, 3])
@@ -226,17 +237,27 @@ def test_no_abort_marker_once_the_partition_no_longer_has_it_open(force: bool) -
     assert aborted(kafka) == [(7, 2)]
 
 
-def commit(admin: FakeTransactionAdmin) -> str | None:
+SINK_ID = TransactionalIdNaming("orders-sink", "0123abcd").transactional_id(3, 1)
+
+
+def sink_txn(state: TxnState, epoch: int, **changes: Any) -> TxnDescription:
+    """The kafka-eos sink's id (prefix ``orders-sink``) holding producer 7."""
+    return replace(described(state, 7, epoch), transactional_id=SINK_ID, **changes)
+
+
+def commit(admin: FakeTransactionAdmin, prefix: str = "orders-sink") -> str | None:
     [hanging] = find(admin)
-    return commit_hanging(admin, hanging)  # type: ignore[arg-type]
+    return commit_hanging(admin, hanging, prefix=prefix)  # type: ignore[arg-type]
 
 
-def test_a_commit_marker_where_a_v2_coordinator_shows_the_commit_that_ended_it() -> None:
+def test_a_commit_marker_where_a_v2_coordinator_shows_the_sinks_commit_that_ended_it() -> None:
     """KAFKA-20734: CompleteCommit at the next epoch, the partition still open at its own. The
     marker goes out as the coordinator would have written it: at the bumped epoch, with the
-    coordinator epoch the partition knows."""
-    kafka = FakeKafkaAdmin([producer(7, 2, 40)])
-    admin = FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_COMMIT, 7, 3)])
+    coordinator epoch the partition knows. No clock is compared: the coordinator stamps the
+    start when the first partition reaches it, after the records' timestamps (red team)."""
+    kafka = FakeKafkaAdmin([producer(7, 2, 40, last_ms=NOW_MS - 600_000)])
+    now = sink_txn(TxnState.COMPLETE_COMMIT, 3, start_time_ms=NOW_MS - 599_990)
+    admin = FakeTransactionAdmin(kafka, [now])
     assert commit(admin) is None
     assert admin.committed == [(TP, 7, 3, 3)] and kafka.aborted == []
 
@@ -244,27 +265,34 @@ def test_a_commit_marker_where_a_v2_coordinator_shows_the_commit_that_ended_it()
 @pytest.mark.parametrize(
     ("now", "v2", "reason"),
     [
-        # V1: a commit at its epoch may be an earlier transaction's; the records a late retry.
-        (described(TxnState.COMPLETE_COMMIT, 7, 2), False, "under transactions V1"),
-        (described(TxnState.COMPLETE_COMMIT, 7, 2), True, "not the commit of this transaction"),
-        (described(TxnState.PREPARE_COMMIT, 7, 3), True, "not the commit of this transaction"),
-        (described(TxnState.COMPLETE_COMMIT, 7, 4), True, "not the commit of this transaction"),
-        (described(TxnState.COMPLETE_ABORT, 7, 3), True, "not the commit of this transaction"),
-        (
-            replace(described(TxnState.COMPLETE_COMMIT, 7, 3), start_time_ms=NOW_MS - 300_000),
-            True,
-            "began after this producer's last write here",
-        ),
+        (sink_txn(TxnState.COMPLETE_COMMIT, 3), False, "coordinator of transactions V1"),
+        (sink_txn(TxnState.COMPLETE_COMMIT, 2), True, "not the commit of this transaction"),
+        (sink_txn(TxnState.PREPARE_COMMIT, 3), True, "not the commit of this transaction"),
+        (sink_txn(TxnState.COMPLETE_COMMIT, 4), True, "not the commit of this transaction"),
+        (sink_txn(TxnState.COMPLETE_ABORT, 3), True, "not the commit of this transaction"),
+        # Red team: a client whose EndTxn keeps the epoch (librdkafka's) on a V2 cluster: an
+        # abort at E, an epoch bump, then a commit at E + 1 of another transaction.
+        (described(TxnState.COMPLETE_COMMIT, 7, 3), True, "not an id of a kafka-eos sink"),
     ],
-    ids=["v1", "same-epoch", "still-committing", "later", "aborted", "begun-after"],
+    ids=["v1", "same-epoch", "still-committing", "later", "aborted", "not-a-sinks-id"],
 )
-def test_no_commit_marker_without_the_commit_of_this_very_transaction(
+def test_no_commit_marker_without_the_sinks_commit_of_this_very_transaction(
     now: TxnDescription, v2: bool, reason: str
 ) -> None:
     """A COMMIT marker makes every open record of the producer on the partition visible."""
     kafka = FakeKafkaAdmin([producer(7, 2, 40)])
     admin = FakeTransactionAdmin(kafka, [now], v2=v2)
     assert reason in (commit(admin) or "") and admin.committed == []
+
+
+def test_no_commit_marker_for_another_sinks_prefix() -> None:
+    admin = FakeTransactionAdmin(
+        FakeKafkaAdmin([producer(7, 2, 40)]), [sink_txn(TxnState.COMPLETE_COMMIT, 3)]
+    )
+    assert "not an id of a kafka-eos sink with prefix 'orders'" in (
+        commit(admin, prefix="orders") or ""
+    )
+    assert admin.committed == []
 
 
 def test_no_commit_marker_where_no_coordinator_holds_the_producer_id() -> None:
@@ -275,11 +303,17 @@ def test_no_commit_marker_where_no_coordinator_holds_the_producer_id() -> None:
 
 def test_no_commit_marker_once_the_partition_no_longer_has_it_open() -> None:
     kafka = FakeKafkaAdmin([producer(7, 2, 40)])
-    admin = FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_COMMIT, 7, 3)])
+    admin = FakeTransactionAdmin(kafka, [sink_txn(TxnState.COMPLETE_COMMIT, 3)])
     [hanging] = find(admin)
     kafka.open_on = []
-    refused = commit_hanging(admin, hanging)  # type: ignore[arg-type]
+    refused = commit_hanging(admin, hanging, prefix="orders-sink")  # type: ignore[arg-type]
     assert refused == "not committed: no longer open on its partition" and admin.committed == []
+
+
+def test_commit_without_prefix_is_a_usage_error() -> None:
+    cluster = ["--bootstrap-servers", "localhost:1", "--topic", "t"]
+    result = CliRunner().invoke(txn_command, ["find-hanging", *cluster, "--commit", "--yes"])
+    assert result.exit_code == 2 and "--commit needs --prefix" in result.output
 
 
 def test_force_without_abort_is_a_usage_error() -> None:
