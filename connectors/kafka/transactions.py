@@ -325,7 +325,7 @@ class TransactionAdmin:
             if partition.partition_index == tp.partition
         ]
         if answered != [Errors.NoError]:
-            error = answered[0] if answered else Errors.UnknownServerError
+            error = next((e for e in answered if e is not Errors.NoError), Errors.UnknownError)
             raise error(f"WriteTxnMarkers (commit) of {where}: answered {answered}")
 
 
