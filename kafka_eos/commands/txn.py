@@ -334,7 +334,7 @@ def _end_one(
     """Its COMMIT marker where asked (``commit``: the sink's prefix) and its coordinator shows
     the commit, else its abort marker where asked and allowed; every refusal is reported."""
     committed: bool | None = False if commit else None
-    aborted: bool | None = False if abort else None
+    aborted: bool | None = None  # None: no abort marker was tried
     refusals: list[str] = []
     try:
         if commit:
@@ -346,8 +346,9 @@ def _end_one(
             aborted = refused is None
             refusals += [refused] if refused else []
     except (Errors.KafkaError, KafkaEosError) as exc:
+        aborted = False if abort and not committed else aborted
         refusals.append(f"{type(exc).__name__}: {exc}")
-    error = None if committed or aborted else "; ".join(refusals)
+    error = "; ".join(refusals) or None  # a refused commit stays said when the abort went out
     return hanging_dict(hanging, now_ms, committed=committed, aborted=aborted, error=error)
 
 

@@ -44,6 +44,7 @@ import kafka.errors as Errors
 from kafka.admin import AbortTransactionSpec, KafkaAdminClient
 from kafka.structs import TopicPartition
 
+from connectors.kafka.sink.exactly_once_writer import CLOCK_SKEW_TOLERANCE_MS
 from connectors.kafka.sink.naming import OwnedId
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnDescription, TxnState
@@ -251,6 +252,10 @@ def commit_refusal(
         o.producer_epoch + 1,
     ):
         return f"{shows}, not the commit of this transaction (epoch {o.producer_epoch})"
+    if now.start_time_ms > o.last_timestamp_ms + CLOCK_SKEW_TOLERANCE_MS:
+        # A later transaction of the id, committed before transactions V2 was finalized (its
+        # EndTxn kept the epoch), over records of an earlier one that aborted (red team).
+        return f"{shows}, of a transaction that began well after this producer's last write here"
     return None
 
 
@@ -308,10 +313,14 @@ def abort_hanging(admin: TransactionAdmin, hanging: Hanging, *, force: bool = Fa
     """Write an abort marker for the hanging transaction to its partition (WriteTxnMarkers,
     as ``kafka-transactions.sh abort`` does; the leader checks the producer id and epoch), or
     say why not. Its coordinator is asked again first (the operator may have taken minutes to
-    confirm); ``force`` skips that evidence, never the partition's own check."""
+    confirm); ``force`` skips the lack of evidence, never a commit it shows nor the partition's
+    own check."""
     o = hanging.open
+    now = _coordinator_view(admin, o.producer_id)
+    if now is not None and now.is_commit_of(o.producer_id, o.producer_epoch, bump_possible=True):
+        # Positive evidence of a commit, which --force does not override (red team).
+        return f"not aborted: {abort_refusal(o, now, bumps=True)}"
     if not force:
-        now = _coordinator_view(admin, o.producer_id)
         bumps = now is not None and admin.epoch_bumps_on_end_at(now.coordinator_id)
         refused = abort_refusal(o, now, bumps=bumps)
         if refused is not None:

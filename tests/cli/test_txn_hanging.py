@@ -15,6 +15,7 @@ from kafka.structs import TopicPartition
 
 from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.txn_state import TxnDescription, TxnState
+from kafka_eos.commands.txn import _end_one
 from kafka_eos.commands.txn import command as txn_command
 from kafka_eos.operations.hanging import abort_hanging, commit_hanging, find_hanging
 from kafka_eos.operations.lingering import LingeringTransactionError
@@ -166,7 +167,7 @@ def test_no_abort_marker_where_its_coordinator_shows_a_commit(epoch: int) -> Non
     kafka = FakeKafkaAdmin([producer(7, 2, 40)])
     refused = abort(FakeTransactionAdmin(kafka, [described(TxnState.COMPLETE_COMMIT, 7, epoch)]))
     assert "its COMMIT marker never reached this partition" in (refused or "")
-    assert "--force" in (refused or "") and kafka.aborted == []
+    assert "--force" not in (refused or "") and kafka.aborted == []
 
 
 def test_no_abort_marker_once_its_producer_id_rolled_over() -> None:
@@ -220,6 +221,16 @@ def test_force_writes_the_marker_without_the_coordinators_evidence() -> None:
     kafka = FakeKafkaAdmin([producer(7, 2, 40)])
     assert abort(FakeTransactionAdmin(kafka, []), force=True) is None
     assert aborted(kafka) == [(7, 2)]
+
+
+@pytest.mark.parametrize("epoch", [2, 3])
+def test_force_never_aborts_a_transaction_its_coordinator_shows_committed(epoch: int) -> None:
+    """Red team: --force covers every hanging transaction of the topics, and a commit that
+    shows is the mark of KAFKA-20734, the most common kind on 4.x."""
+    kafka = FakeKafkaAdmin([producer(7, 2, 40)])
+    admin = FakeTransactionAdmin(kafka, [sink_txn(TxnState.COMPLETE_COMMIT, epoch)])
+    refused = abort(admin, force=True)
+    assert "COMMIT marker never reached" in (refused or "") and kafka.aborted == []
 
 
 @pytest.mark.parametrize("force", [False, True])
@@ -285,6 +296,18 @@ def test_no_commit_marker_without_the_sinks_commit_of_this_very_transaction(
     assert reason in (commit(admin) or "") and admin.committed == []
 
 
+def test_no_commit_marker_over_an_abort_when_a_later_transaction_committed_long_after() -> None:
+    """Red team: a task's own abort (librdkafka keeps the epoch) lost its marker here; an hour
+    later the slot's next batch committed at the next epoch before transactions V2 was
+    finalized (EndTxn v4 keeps it too). Now the coordinator bumps, and the commit at E + 1
+    looks like this one's: only its start, long after the last write here, tells."""
+    kafka = FakeKafkaAdmin([producer(7, 2, 40, last_ms=NOW_MS - 3_600_000)])
+    later = sink_txn(TxnState.COMPLETE_COMMIT, 3, start_time_ms=NOW_MS - 3_000_000)
+    admin = FakeTransactionAdmin(kafka, [later])
+    assert "began well after this producer's last write" in (commit(admin) or "")
+    assert admin.committed == []
+
+
 def test_no_commit_marker_for_another_sinks_prefix() -> None:
     admin = FakeTransactionAdmin(
         FakeKafkaAdmin([producer(7, 2, 40)]), [sink_txn(TxnState.COMPLETE_COMMIT, 3)]
@@ -322,3 +345,21 @@ def test_force_without_abort_is_a_usage_error() -> None:
         ["find-hanging", "--bootstrap-servers", "localhost:1", "--topic", "t", "--force"],
     )
     assert result.exit_code == 2 and "--force only changes --abort" in result.output
+
+
+def test_commit_and_forced_abort_report_each_refusal_and_abort_nothing_committed() -> None:
+    """Red team: under V1 --commit refuses a commit at its epoch; the forced abort then must not
+    drop it, and the report keeps both reasons."""
+    kafka = FakeKafkaAdmin([producer(7, 2, 40)])
+    admin = FakeTransactionAdmin(kafka, [sink_txn(TxnState.COMPLETE_COMMIT, 2)], v2=False)
+    [hanging] = find(admin)
+    entry = _end_one(
+        SimpleNamespace(admin=admin),  # type: ignore[arg-type]
+        hanging,
+        NOW_MS,
+        commit="orders-sink",
+        abort=True,
+        force=True,
+    )
+    assert (entry["committed"], entry["aborted"], kafka.aborted) == (False, False, [])
+    assert "not committed" in (entry["error"] or "") and "not aborted" in (entry["error"] or "")
