@@ -251,7 +251,7 @@ def abort_command(
     is_flag=True,
     help="With --abort: also those it cannot show were not committed (checked by hand first).",
 )
-@click.option("--yes", is_flag=True, help="Abort without asking.")
+@click.option("--yes", is_flag=True, help="Write the markers without asking.")
 @_json_option
 @_timeout_option
 def find_hanging_command(
