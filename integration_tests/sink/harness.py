@@ -93,9 +93,16 @@ class Pipeline:
         partitions: int | None = None,
         timeout_s: float = 300,
     ) -> subprocess.CompletedProcess[str]:
-        """Run the query to its end (or its crash) and return how it exited."""
-        with self.started(crash_at, options, partitions) as job:
+        """Run the query to its end (or its crash) and return how it exited. A fault that never
+        struck fails with the job's own exit and error: what stopped it before the fault."""
+        job = self.start(crash_at, options, partitions)
+        try:
             stdout, stderr = job.communicate(timeout=timeout_s)
+        finally:
+            if job.poll() is None:
+                self.kill(job)
+        if crash_at:
+            self.assert_struck(crash_at, f"the job exited {job.returncode}:\n{stderr[-4000:]}")
         return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
 
     def wait_until_struck(
@@ -114,11 +121,11 @@ class Pipeline:
             assert time.monotonic() < deadline, f"{crash_at!r} not reached in {timeout_s} s"
             time.sleep(0.2)
 
-    def assert_struck(self, crash_at: str) -> None:
+    def assert_struck(self, crash_at: str, why: str = "") -> None:
         """The fault ``crash_at`` named did strike in the last run: a renamed point, a wrong
         batch id or hit number would otherwise let a crash test pass without crashing."""
         assert self._struck(crash_at), (
-            f"the fault {crash_at!r} never struck: the test proved nothing about it"
+            f"the fault {crash_at!r} never struck: the test proved nothing about it. {why}"
         )
 
     def _struck(self, crash_at: str) -> bool:
