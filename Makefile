@@ -53,7 +53,7 @@ export TESTCONTAINERS_RYUK_DISABLED := true
 # The wheel `make wheel` builds; the auto-registration test installs it into a throwaway venv.
 export KAFKA_EOS_WHEEL := $(abspath dist/kafka_eos-$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)-py3-none-any.whl)
 
-.PHONY: demo test venv spark-home venv-pyspark-oldest kafka-jars spark-kafka-jars s3a-jars registry-jars \
+.PHONY: demo test properties venv spark-home venv-pyspark-oldest kafka-jars spark-kafka-jars s3a-jars registry-jars \
 	docker-engine images check unit integration integration-pyspark-oldest test-faults-removed \
 	test-faults-removed-subset power bench stop-docker clean
 
@@ -162,6 +162,13 @@ unit: venv
 	@echo "==> unit tests (no broker)"
 	$(BIN)/python -m pytest tests -q -n $(PYTEST_WORKERS) --dist worksteal
 
+# Not in `make test`: the unit tests with the property tests' long search, 20,000 random
+# schedules per machine where `make test` draws 2,000 (the Hypothesis profiles in
+# tests/conftest.py; about 15 min).
+properties: venv
+	@echo "==> unit tests, the property tests' deep search"
+	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest tests -q -n $(PYTEST_WORKERS) --dist worksteal
+
 integration: venv spark-home kafka-jars spark-kafka-jars s3a-jars registry-jars kafka-tools images \
 		wheel
 	@echo "==> integration tests (real Kafka, real Spark)"
@@ -169,18 +176,19 @@ integration: venv spark-home kafka-jars spark-kafka-jars s3a-jars registry-jars 
 		--ignore=integration_tests/chaos -n $(PYTEST_WORKERS) --dist loadfile \
 		--kafka-versions-must-run=$(subst $(empty) $(empty),$(comma),$(KAFKA_LABELS))
 
-# On the oldest supported PySpark: the unit tests (with the dev profile's random schedules: the
-# checkpoint and sink properties are engine-neutral, and `unit` searches them with the CI
-# profile's; without the seeded-bug tests, which measure the property machines' power with
-# fixed seeds, the same on every PySpark, and took 50 of the run's 145 s of two workers' time),
-# the conformance suite and the fault matrix's smoke case on the default Kafka version, one file
-# per worker (about 2 min; the newest PySpark runs everything in `unit` and `integration`).
+# On the oldest supported PySpark: the unit tests of the files that import PySpark or the Spark
+# adapter (the rest is engine-neutral; with the dev profile's random schedules, since `unit`
+# searches them with the CI profile's; without the seeded-bug tests, which measure the property
+# machines' power with fixed seeds, the same on every PySpark), the conformance suite and the
+# fault matrix's smoke case on the default Kafka version, one file per worker (about 2 min; the
+# newest PySpark runs everything in `unit` and `integration`).
 # Spark's Kafka connector matching PySpark 4.0 is fetched on first use
 # (kafka_eos/spark_session.py).
+SPARK_FACING_UNIT_TESTS = $(sort $(shell grep -rlE 'pyspark|connectors\.spark' tests --include='test_*.py'))
 integration-pyspark-oldest: venv-pyspark-oldest kafka-jars images
 	@echo "==> conformance and fault-matrix smoke case on PySpark $(PYSPARK_OLDEST)"
-	HYPOTHESIS_PROFILE=dev $(OLDEST_BIN)/python -m pytest tests -q -n $(PYTEST_WORKERS) \
-		--dist worksteal -k "not seeded_bug"
+	HYPOTHESIS_PROFILE=dev $(OLDEST_BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal \
+		-k "not seeded_bug" $(SPARK_FACING_UNIT_TESTS)
 	$(TEST_JVMS) PYSPARK_PYTHON=$(abspath $(OLDEST_BIN)/python) $(OLDEST_BIN)/python -m pytest -q -rA \
 		-n $(PYTEST_WORKERS) --dist loadfile \
 		integration_tests/test_conformance.py integration_tests/sink/test_fault_matrix.py \
