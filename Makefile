@@ -172,7 +172,7 @@ properties: venv
 integration: venv spark-home kafka-jars spark-kafka-jars s3a-jars registry-jars kafka-tools images \
 		wheel
 	@echo "==> integration tests (real Kafka, real Spark)"
-	$(TEST_JVMS) $(TEST_PYSPARK) $(BIN)/python -m pytest integration_tests -q -rA --durations=40 \
+	$(TEST_JVMS) $(TEST_PYSPARK) $(BIN)/python -m pytest integration_tests -q -rA --durations=0 --durations-min=5 \
 		--ignore=integration_tests/chaos -n $(PYTEST_WORKERS) --dist loadfile \
 		--kafka-versions-must-run=$(subst $(empty) $(empty),$(comma),$(KAFKA_LABELS))
 
