@@ -32,14 +32,10 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka_eos.cluster import DEFAULT_KAFKA_VERSION, KafkaCluster, ProcessCluster
 from kafka_eos.commands.txn import command as txn_command
 
-# Short broker-side timers so that tests of timed-out transactions finish in seconds. No no-op
-# records in the metadata log (KIP-835; every 500 ms by default, only a staleness signal for
-# brokers): an idle broker then spends half the CPU (0.7 s against 1.45 s of 30 s, 4.3.1), and
-# a worker keeps a few clusters idle for the whole suite on 2 cores.
+# Short broker-side timers so that tests of timed-out transactions finish in seconds.
 TEST_BROKER_DEFAULTS: dict[str, str] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "5000",
-    "metadata.max.idle.interval.ms": "0",
 }
 
 
