@@ -56,6 +56,12 @@ def brokers(request: pytest.FixtureRequest) -> Iterator[ProcessCluster]:
         yield cluster
 
 
+def _leads_again(admin: AdminClient, topic: str, partition: int, leader: int) -> bool:
+    metadata = admin.list_topics(topic, timeout=10)
+    led_by = metadata.topics[topic].partitions[partition].leader
+    return leader in metadata.brokers and led_by == leader
+
+
 def test_a_commit_while_a_partitions_leader_is_offline(brokers: ProcessCluster) -> None:
     bootstrap = brokers.bootstrap_servers
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -88,6 +94,12 @@ def test_a_commit_while_a_partitions_leader_is_offline(brokers: ProcessCluster) 
         ended = txn_admin.end_transactions([target], commit=True, deadline=Deadline(60))
     assert ended[tid].error is None, ended[tid]
     brokers.start_node(leader)
+    # Back in the metadata as a broker and as the partition's leader: a client that asks before
+    # may be told the leader's id without the broker (kafka-python: UnknownBrokerIdError).
+    back = time.monotonic() + 60
+    while not _leads_again(admin, topic, partition, leader):
+        assert time.monotonic() < back, "the leader never came back"
+        time.sleep(0.5)
     tp = TopicPartition(topic, partition)
     with TransactionAdmin({"bootstrap.servers": bootstrap}) as txn_admin:
         now = _completed(txn_admin, tid)
