@@ -28,9 +28,12 @@ LOCK := requirements/test.lock
 # (docs/testing.md, "The suite's cost").
 PYTEST_WORKERS ?= 2
 # The tests' JVMs (Spark's launcher, drivers and executors, the schema registry) live seconds to
-# minutes: C1 alone compiles enough for them and saves about a fifth of a pipeline run's CPU.
-# JDK_JAVA_OPTIONS reaches every `java` they start (not the brokers, whose containers have
-# their own environment); each then prints "NOTE: Picked up JDK_JAVA_OPTIONS" on stderr.
+# minutes: C1 alone compiles enough for them and saves about a fifth of a pipeline run's CPU,
+# and the serial collector spares the 2 cores G1's threads (a pipeline run's CPU, the whole
+# machine's, 31.1 s against 29.0 s, means of three interleaved, 2026-11-29).
+# JDK_JAVA_OPTIONS reaches every `java` they start (not the brokers in containers, which get the
+# same two flags from integration_tests/kafka_containers.py); each then prints "NOTE: Picked up
+# JDK_JAVA_OPTIONS" on stderr.
 # They also start from a class-data-sharing archive of the classes a Spark driver loads
 # (scripts/spark-cds.py, made with spark-home): a pipeline run took 10.1 s against 13.2 s
 # without (medians of three, interleaved, 2026-11-28). A JVM whose class path or jars differ
@@ -39,7 +42,7 @@ PYTEST_WORKERS ?= 2
 SPARK_HOME_DIR := .cache/spark-home
 SPARK_CDS := $(SPARK_HOME_DIR).jsa
 CDS_QUIET := -Xlog:cds=off -Xlog:cds+dynamic=off
-TEST_JVMS := JDK_JAVA_OPTIONS="-XX:TieredStopAtLevel=1 -XX:SharedArchiveFile=$(abspath $(SPARK_CDS)) $(CDS_QUIET)"
+TEST_JVMS := JDK_JAVA_OPTIONS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:SharedArchiveFile=$(abspath $(SPARK_CDS)) $(CDS_QUIET)"
 # The tests' Spark processes import PySpark from the venv, where its bytecode is cached, not
 # from pyspark.zip (scripts/spark-home.sh): a sixth less CPU and a fifth less time a pipeline
 # test. The oldest-PySpark run keeps PySpark's own layout, which users have.

@@ -30,6 +30,11 @@ from testcontainers.core.network import Network
 
 CLIENT_PORT = 9092
 _OVERRIDES = "/opt/kafka/config/override.properties"
+# A test's broker lives seconds to minutes, and the suite keeps both cores busy: C1 alone and
+# the serial collector halve a broker's start (11.8 s of CPU to 6.2 s, to ready plus 30 s) and
+# cut its idle cost by a quarter (2.5 s to 1.8 s a minute), process mode on Kafka 4.3.1,
+# 2026-11-29. Test brokers only: the image and the compose files keep the JVM's defaults.
+_TEST_BROKER_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def docker_engine_reachable() -> bool:
@@ -76,6 +81,7 @@ class ContainerCluster(Service):
             .with_env("KAFKA_INTERNAL_HOST", f"kafka-{i}")
             .with_env("KAFKA_WAIT_FOR_OVERRIDES", "1")
             .with_env("KAFKA_FORMAT_FEATURES", render_features(self.features))
+            .with_env("JDK_JAVA_OPTIONS", _TEST_BROKER_JVM)
             .with_exposed_ports(CLIENT_PORT)
             .with_network_aliases(f"kafka-{i}")
             for i in range(1, nodes + 1)
