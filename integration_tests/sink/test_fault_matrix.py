@@ -37,11 +37,13 @@ from kafka_eos.cluster.base import PROTOCOL_KAFKA_VERSIONS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-# (a) to (d) run on each transactions protocol ((e) finds its decision confirmed and touches no
-# transaction: the default version only). A cluster upgraded to 4.x that has not finalized
-# V2 runs V1's protocol on 4.x's code, where the committer must send EndTxn v4 though the broker
-# offers v5: the newest release at transaction.version 1 runs (b), the fence of what a crash
-# left undecided ((a) takes the same path). The re-driven and the already committed EndTxn of
+# (b) to (d) run on each transactions protocol. (a) runs on the default version only: its restart
+# fences what the crash left open and undecided, the path (b) takes on every label, and (a)'s own
+# step, records of an attempt that never pre-committed, is the same to the broker on V1 and V2.
+# (e) finds its decision confirmed and touches no transaction: the default version only. A
+# cluster upgraded to 4.x that has not finalized V2 runs V1's protocol on 4.x's code, where the
+# committer must send EndTxn v4 though the broker offers v5: the newest release at
+# transaction.version 1 runs (b), the fence of what a crash left undecided. The re-driven and the already committed EndTxn of
 # (d) and (e) are the committer's steps there, not Spark's: test_transaction_version_1.py runs
 # them against that cluster without a Spark job ((d) runs on 3.9.2's V1 and on V2).
 TRANSACTIONS_V1_ON_4X = f"{DEFAULT_KAFKA_VERSION}-tv1"
@@ -79,7 +81,7 @@ def _assert_undecided_batch_1_left_open(pipeline: Pipeline) -> None:
     _assert_open_per_task(pipeline, 2)
 
 
-@on_each_protocol
+@default_version_only
 def test_a_crash_in_task_before_pre_commit(pipeline: Pipeline) -> None:
     # One task of batch 1 is held once it has produced its input, before its flush; the job is
     # killed once records of both tasks (even and odd numbers) reached the log, so that the
