@@ -54,13 +54,14 @@ class Verdict:
 
 def java_records(bootstrap: str, topic: str, at_most: int) -> list[Record]:
     """The topic read with read_committed by Kafka's Java console consumer, until it saw
-    nothing new for 15 s, or ``at_most`` records (the log's count, aborted ones included)."""
+    nothing new for 8 s (the query has stopped: nothing more comes), or ``at_most`` records
+    (the log's count, aborted ones included)."""
     command = [
         "java", "-Xmx512m", "-cp", f"{JAVA_TOOLS}/*",
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
         "--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning",
         "--isolation-level", "read_committed", "--max-messages", str(at_most),
-        "--timeout-ms", "15000",
+        "--timeout-ms", "8000",
         "--formatter-property", "print.partition=true",
         "--formatter-property", "print.key=true",
     ]  # fmt: skip

@@ -79,7 +79,7 @@ def plan(seed: int, per_kind: dict[FaultKind, int], *, session_timeout_s: float)
     """``per_kind[k]`` faults of each kind in a seeded order, the targets of a kind in turn from
     a seeded start so that every target is hit once the count allows, and not a driver kill
     last. Before each, 0 or 1 batches pass (hit 1 or 2): more would only lengthen the run.
-    Pauses outlast the brokers' session timeout by up to 3 s."""
+    Pauses outlast the brokers' session timeout by up to 2 s."""
     rng = random.Random(seed)
     faults = []
     for kind, count in per_kind.items():
@@ -88,9 +88,9 @@ def plan(seed: int, per_kind: dict[FaultKind, int], *, session_timeout_s: float)
         for i in range(count):
             target = targets[(first + i) % len(targets)]
             if kind is FaultKind.BROKER_PAUSE:
-                hold = session_timeout_s + rng.uniform(0.5, 3.0)
-            else:
-                hold = rng.uniform(0.5, 4.0)
+                hold = session_timeout_s + rng.uniform(0.5, 2.0)
+            else:  # a killed broker is down this long, then for its JVM's start (6 s or so)
+                hold = rng.uniform(0.5, 2.0)
             faults.append(Fault(kind, target, rng.randint(1, 2), round(hold, 1)))
     rng.shuffle(faults)
     # A run ends with its query catching up: a driver kill last would add a restart for nothing.
