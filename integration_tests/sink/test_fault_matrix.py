@@ -43,9 +43,10 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 # (e) finds its decision confirmed and touches no transaction: the default version only. A
 # cluster upgraded to 4.x that has not finalized V2 runs V1's protocol on 4.x's code, where the
 # committer must send EndTxn v4 though the broker offers v5: the newest release at
-# transaction.version 1 runs (b), the fence of what a crash left undecided. The re-driven and the already committed EndTxn of
-# (d) and (e) are the committer's steps there, not Spark's: test_transaction_version_1.py runs
-# them against that cluster without a Spark job ((d) runs on 3.9.2's V1 and on V2).
+# transaction.version 1 runs (b), the fence of what a crash left undecided. The re-driven and
+# the already committed EndTxn of (d) and (e) are the committer's steps there, not Spark's:
+# test_transaction_version_1.py runs them against that cluster without a Spark job ((d) runs on
+# 3.9.2's V1 and on V2).
 TRANSACTIONS_V1_ON_4X = f"{DEFAULT_KAFKA_VERSION}-tv1"
 on_each_protocol = on_kafka(*PROTOCOL_KAFKA_VERSIONS)
 # On the default version, (c) runs with its checkpoint on S3, and (d) inside (g), which crashes
