@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,17 +22,12 @@ from integration_tests.conftest import create_topic, write_transaction
 from integration_tests.kafka_containers import docker_engine_reachable, ensure_image
 from kafka_eos.cluster import DEFAULT_KAFKA_VERSION
 from kafka_eos.cluster.base import DOCKER_KAFKA_DIR, wait_until_ready
+from kafka_eos.cluster.ports import free_port, free_ports
 from kafka_eos.operations.drain import drain
 
 pytestmark = pytest.mark.kafka
 
 COMPOSE_DIR = DOCKER_KAFKA_DIR.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager
@@ -63,7 +57,7 @@ def _committed(bootstrap: str, topic: str) -> list[str]:
 
 
 def test_single_node_compose_file() -> None:
-    port = _free_port()
+    port = free_port()
     with compose_up(COMPOSE_DIR / "compose.yaml", {"KAFKA_EOS_PORT": port}):
         bootstrap = f"localhost:{port}"
         wait_until_ready(bootstrap, nodes=1)
@@ -75,7 +69,7 @@ def test_single_node_compose_file() -> None:
 
 
 def test_three_node_compose_file_survives_a_killed_node() -> None:
-    ports = {f"KAFKA_EOS_PORT_{i}": _free_port() for i in (1, 2, 3)}
+    ports = dict(zip((f"KAFKA_EOS_PORT_{i}" for i in (1, 2, 3)), free_ports(3), strict=True))
     with compose_up(COMPOSE_DIR / "compose-cluster.yaml", ports) as compose:
         bootstrap = ",".join(f"localhost:{port}" for port in ports.values())
         wait_until_ready(bootstrap, nodes=3)

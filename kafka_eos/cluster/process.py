@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,16 +27,11 @@ from kafka_eos.cluster.base import (
     wait_until_ready,
 )
 from kafka_eos.cluster.jars import kafka_libs
+from kafka_eos.cluster.ports import free_ports
 
 _STOP_TIMEOUT_S = 30.0
 _KEYSTORE_PASSWORD = "kafka-eos-test"  # a throw-away self-signed key in the cluster's temp dir
 _PR_SET_PDEATHSIG = 1  # prctl(2)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _sasl_properties(users: dict[str, str]) -> dict[str, str]:
@@ -155,15 +149,10 @@ class ProcessCluster(Service):
         self._libs = kafka_libs(version)
         self._heap = heap
         self._root = Path(tempfile.mkdtemp(prefix=f"kafka-eos-{version}-"))
+        ports = iter(free_ports(5 * nodes))  # client, internal, controller, SASL, TLS a node
         self._nodes = {
             node_id: _Node(
-                node_id,
-                _free_port(),
-                _free_port(),
-                _free_port(),
-                _free_port(),
-                _free_port(),
-                self._root / f"node-{node_id}",
+                node_id, *(next(ports) for _ in range(5)), self._root / f"node-{node_id}"
             )
             for node_id in range(1, nodes + 1)
         }
@@ -218,10 +207,33 @@ class ProcessCluster(Service):
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> ProcessCluster:
-        for node_id in self._nodes:
-            self.start_node(node_id, wait=False)
-        wait_until_ready(self.bootstrap_servers, len(self._nodes))
+        """Start every node and wait until all are registered; if they never are, stop the
+        cluster (a context manager's exit would not run) and say which nodes died, and why."""
+        try:
+            for node_id in self._nodes:
+                self.start_node(node_id, wait=False)
+            wait_until_ready(self.bootstrap_servers, len(self._nodes))
+        except TimeoutError as exc:
+            dead = self._dead_nodes()
+            self.stop()
+            raise TimeoutError(f"{exc}{dead}") from exc
+        except BaseException:
+            self.stop()
+            raise
         return self
+
+    def _dead_nodes(self) -> str:
+        """The nodes whose process exited, each with the last error lines of its log."""
+        found = []
+        for node in self._nodes.values():
+            if node.process is None or node.process.poll() is None:
+                continue
+            lines = node.log.read_text(errors="replace").splitlines() if node.log.exists() else []
+            errors = [line for line in lines if "ERROR" in line or "Exception" in line][-3:]
+            found.append(
+                f"node {node.node_id} exited {node.process.returncode}: " + " | ".join(errors)
+            )
+        return "".join(f"; {line}" for line in found)
 
     def start_node(self, node_id: int, wait: bool = True) -> None:
         node = self._nodes[node_id]

@@ -25,7 +25,8 @@ import urllib.request
 from pathlib import Path
 
 from kafka_eos.cluster.base import PROJECT_ROOT, Service
-from kafka_eos.cluster.process import _die_with_parent, _free_port
+from kafka_eos.cluster.ports import free_port
+from kafka_eos.cluster.process import _die_with_parent
 
 DEFAULT_REGISTRY_VERSION = "3.0.9"
 CCOMPAT_PATH = "/apis/ccompat/v7"
@@ -70,7 +71,7 @@ class SchemaRegistry(Service):
         self._startup_timeout_s = startup_timeout_s
         self._root = Path(tempfile.mkdtemp(prefix=f"kafka-eos-registry-{version}-"))
         self._log = self._root / "registry.log"
-        self.port = _free_port()
+        self.port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
