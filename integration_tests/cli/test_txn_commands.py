@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import time
 import uuid
 from collections import Counter
@@ -42,6 +41,7 @@ from integration_tests.sink.transactions import (
     wait_until_ended,
 )
 from kafka_eos.cluster import KafkaCluster
+from kafka_eos.cluster.ports import free_port
 from kafka_eos.commands.txn import command
 from kafka_eos.operations.drain import drain
 
@@ -239,9 +239,7 @@ def test_resolve_accepts_the_loss_of_exactly_the_lost_transaction(
 def test_an_unreachable_cluster_is_a_one_line_error() -> None:
     """Within its --timeout: the admin's bootstrap once waited kafka-python's 30 s whatever
     the timeout (30 s in CI with --timeout 5)."""
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens on it
     started = time.monotonic()
     result = txn("list", "--bootstrap-servers", f"127.0.0.1:{port}", "--timeout", "5")
     took = time.monotonic() - started

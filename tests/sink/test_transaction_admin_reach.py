@@ -8,7 +8,6 @@ broker that is back seconds later.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from pathlib import Path
@@ -24,16 +23,14 @@ from connectors.kafka.sink import committer as committer_module
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.transactions import TransactionAdmin
+from kafka_eos.cluster.ports import free_port
 
 REQUEST_TIMEOUT_MS = 500
 
 
 @pytest.fixture
 def refusing_servers() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"127.0.0.1:{port}"
+    return f"127.0.0.1:{free_port()}"  # nothing listens on it
 
 
 def test_an_unreachable_cluster_fails_within_the_request_timeout_naming_key_value_and_fix(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import http.server
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,16 +17,12 @@ from dataclasses import dataclass, field
 
 from moto.server import ThreadedMotoServer
 
+from kafka_eos.cluster.ports import free_port
+
 SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
     b"<Message>Please reduce your request rate.</Message></Error>"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def aws_environment(endpoint: str) -> dict[str, str]:
@@ -129,7 +124,7 @@ class FaultProxy:
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _relay
 
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)  # port: the kernel's
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         try:
