@@ -64,15 +64,21 @@ demo: venv kafka-jars
 	@echo "==> kafka-eos demo (embedded Kafka + Spark local[*])"
 	$(BIN)/kafka-eos demo
 
-test: venv kafka-jars spark-kafka-jars s3a-jars registry-jars images check unit-beside-oldest-venv \
-	integration chaos-short integration-pyspark-oldest test-faults-removed-subset
+test: venv kafka-jars images check unit-beside-setup integration chaos-short \
+	integration-pyspark-oldest test-faults-removed-subset
 	@echo "==> all tests passed"
 
-# `make test` builds the oldest PySpark's venv while the unit tests run: pip mostly waits on the
-# network and the disk, the unit tests on the 2 cores.
-.PHONY: unit-beside-oldest-venv
-unit-beside-oldest-venv: venv
-	@$(MAKE) --no-print-directory -j2 unit venv-pyspark-oldest
+# `make test` runs the unit tests beside what only the later targets need: the oldest PySpark's
+# venv (pip, mostly waiting on the network and the disk), and, one after another (Maven's local
+# repository is not safe for concurrent runs), the other jars, Kafka's tools, the tests' Spark
+# home with its class-data-sharing archive, and the wheel.
+.PHONY: unit-beside-setup integration-setup
+unit-beside-setup: venv
+	@$(MAKE) --no-print-directory -j3 unit venv-pyspark-oldest integration-setup
+
+integration-setup: venv
+	@$(MAKE) --no-print-directory -j1 spark-kafka-jars s3a-jars registry-jars kafka-tools spark-home \
+		wheel
 
 venv: $(VENV)/.installed
 
@@ -182,7 +188,7 @@ integration: venv spark-home kafka-jars spark-kafka-jars s3a-jars registry-jars 
 		wheel
 	@echo "==> integration tests (real Kafka, real Spark)"
 	$(TEST_JVMS) $(TEST_PYSPARK) $(BIN)/python -m pytest integration_tests -q -rA --durations=0 --durations-min=5 \
-		--ignore=integration_tests/chaos -n $(PYTEST_WORKERS) --dist loadfile \
+		--ignore=integration_tests/chaos --ignore=$(WIDE_QUERY) -n $(PYTEST_WORKERS) --dist loadfile \
 		--kafka-versions-must-run=$(subst $(empty) $(empty),$(comma),$(KAFKA_LABELS))
 
 # On the oldest supported PySpark: the unit tests of the files that import PySpark or the Spark
@@ -234,13 +240,18 @@ test-faults-removed-subset: venv spark-home kafka-jars images
 	$(FAULTS_REMOVED) -k "($(ONE_VERSION)) and not wrong_password and not short_chaos_run" \
 		--faults-shard=$(FAULT_SHARD)/$(FAULT_SHARDS)
 
-# Not in `make test`: the source's scale test at its done-when size, 1,000,000
-# records (`make test` runs it with 100,000).
+# Not in `make test`: the source's scale test at its done-when size, 1,000,000 records (`make
+# test` runs it with 100,000), and the sink's wide query (128 partitions written by 16 tasks on
+# executors in JVMs of their own, killed after a decision: about 2.5 min of a CI worker). Its
+# protocol is the fault matrix's (c), which `make test` runs on each transactions protocol.
+WIDE_QUERY := integration_tests/sink/test_wide_query.py
 .PHONY: scale
-scale: venv kafka-jars images
+scale: venv spark-home kafka-jars images
 	@echo "==> the source at scale: 1,000,000 records, two restarts"
 	KAFKA_EOS_SOURCE_SCALE_RECORDS=1000000 $(BIN)/python -m pytest -q -rA -s \
 		integration_tests/source/test_source_scale.py
+	@echo "==> the sink's wide query: 128 partitions, 16 tasks, a crash after the decision"
+	$(TEST_JVMS) $(TEST_PYSPARK) $(BIN)/python -m pytest -q -rA $(WIDE_QUERY)
 
 # The chaos harness's short mode (integration_tests/chaos/test_chaos.py), alone after the other
 # integration tests: its four brokers and local-cluster Spark take both cores for 5 to 7 minutes,
