@@ -20,7 +20,9 @@ import kafka.errors as Errors
 from kafka.admin import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
 from kafka.protocol.admin.transactions import DescribeTransactionsRequest
+from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
+from kafka.record.memory_records import MemoryRecords
 from kafka.structs import TopicPartition
 
 from checkpoint.deadline import Deadline, call_with_retries
@@ -34,6 +36,7 @@ from connectors.kafka.end_txn import (
     end_txn_version,
 )
 from connectors.kafka.fence import FenceOutcome, InitProducerIdCall, fence_all
+from connectors.kafka.partition_txns import BatchHeader
 from connectors.kafka.txn_coordinators import (
     EPOCH_BUMP_END_TXN_VERSION,
     IN_FLIGHT_PER_BROKER,
@@ -53,6 +56,8 @@ ENDED_OR_FENCED_ERRORS: tuple[type[Exception], ...] = (
     Errors.InvalidProducerIdMappingError,
     Errors.TransactionalIdNotFoundError,
 )
+# Enough for one record batch's header, and a little of its records, which are not read.
+_FIRST_BATCH_BYTES = 1024
 
 
 class _DescribeCall:
@@ -281,13 +286,7 @@ class TransactionAdmin:
         admin writes only ABORT markers, and only legacy ones."""
         deadline = deadline or Deadline(self._request_timeout_s)
         where = f"{tp.topic}-{tp.partition}"
-        [topic] = self._admin.describe_topics([tp.topic])
-        leader = next(
-            (p["leader_id"] for p in topic["partitions"] if p["partition_index"] == tp.partition),
-            -1,
-        )
-        if topic["error_code"] or leader < 0:
-            raise Errors.LeaderNotAvailableError(f"{where} has no leader now: try again later")
+        leader = self._leader_of(tp)
         versions = broker_max_versions(self._net, leader, deadline)
         if versions.get(WriteTxnMarkersRequest.API_KEY, -1) < 2:
             raise Errors.UnsupportedVersionError(
@@ -327,6 +326,83 @@ class TransactionAdmin:
         if answered != [Errors.NoError]:
             error = next((e for e in answered if e is not Errors.NoError), Errors.UnknownError)
             raise error(f"WriteTxnMarkers (commit) of {where}: answered {answered}")
+
+    def first_batch_at(
+        self, tp: TopicPartition, offset: int, *, deadline: Deadline | None = None
+    ) -> BatchHeader | None:
+        """The header of the record batch that holds ``offset`` on ``tp`` (a Fetch,
+        read_uncommitted, from the partition's leader), or None when the log no longer holds
+        ``offset`` (deleted by retention; OFFSET_OUT_OF_RANGE). Whose records open a transaction's
+        range on a partition is what DescribeProducers does not say."""
+        deadline = deadline or Deadline(self._request_timeout_s)
+        leader = self._leader_of(tp)
+        fetched = FetchRequest.FetchTopic.FetchPartition(
+            partition=tp.partition,
+            fetch_offset=offset,
+            log_start_offset=-1,
+            partition_max_bytes=_FIRST_BATCH_BYTES,
+            current_leader_epoch=-1,
+        )
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=_FIRST_BATCH_BYTES,
+            isolation_level=0,  # read_uncommitted: the open range is what is looked at
+            session_id=0,
+            session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=tp.topic, partitions=[fetched])],
+            forgotten_topics_data=[],
+            rack_id="",
+            # v4 and later carry transactional batches whole; from v13 topics go by id.
+            min_version=4,
+            max_version=12,
+        )
+        future = send(self._net, leader, request)
+        self._net.poll(timeout_ms=int(deadline.remaining() * 1000), future=future)
+        if not future.is_done:
+            raise Errors.KafkaTimeoutError(f"no Fetch answer from broker {leader}")
+        if future.failed():
+            raise future.exception
+        answer = next(
+            (
+                p
+                for t in future.value.responses
+                if t.topic == tp.topic
+                for p in t.partitions
+                if p.partition_index == tp.partition
+            ),
+            None,
+        )
+        if answer is None:
+            raise Errors.KafkaError(f"the Fetch answer of broker {leader} lacks {tp}")
+        error = Errors.for_code(answer.error_code)
+        if error is Errors.OffsetOutOfRangeError:
+            return None
+        if error is not Errors.NoError:
+            raise error(f"Fetch of {tp.topic}-{tp.partition} at {offset}: answered {error}")
+        batch = MemoryRecords(answer.records or b"").next_batch()
+        if batch is None:
+            # Within the log but nothing sent (a throttled or empty answer): ask again later.
+            raise Errors.KafkaError(f"broker {leader} sent no record batch of {tp} at {offset}")
+        return BatchHeader(
+            batch.base_offset,
+            batch.producer_id,
+            batch.producer_epoch,
+            batch.is_transactional,
+            batch.is_control_batch,
+        )
+
+    def _leader_of(self, tp: TopicPartition) -> int:
+        where = f"{tp.topic}-{tp.partition}"
+        [topic] = self._admin.describe_topics([tp.topic])
+        leader = next(
+            (p["leader_id"] for p in topic["partitions"] if p["partition_index"] == tp.partition),
+            -1,
+        )
+        if topic["error_code"] or leader < 0:
+            raise Errors.LeaderNotAvailableError(f"{where} has no leader now: try again later")
+        return int(leader)
 
 
 def _one_per_id(targets: Sequence[EndTxnTarget]) -> dict[str, EndTxnTarget]:

@@ -9,7 +9,8 @@ Spark's own checkpoint files are read by :mod:`connectors.spark.query_log`. For 
 
 1. Driver, when Spark creates the writer (before any task of the batch runs): recovery of
    decided batches (R1: commit every decided, unconfirmed batch; it never aborts, so it is
-   safe here), then startup checks (the same rules as ``kafka-eos lint``).
+   safe here), the newest decided batch's COMMIT markers settled (written where a Kafka 4.x
+   coordinator skipped one), then startup checks (the same rules as ``kafka-eos lint``).
 2. Each write task (executor): the end of its input is its barrier. It produces into one
    transaction on one of its task's transactional ids (:mod:`connectors.kafka.sink.naming`: never
    one that another attempt holds open) and pre-commits: flush, no commit. Its commit message
@@ -29,6 +30,7 @@ so it holds only options and small values, never open clients.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -52,6 +54,7 @@ from connectors.kafka.sink.commit_path import (
     exactly_once_protocol,
     first_unconfirmable,
     refuse_batch_write_location,
+    settle_newest_decision,
 )
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.naming import TransactionalIdNaming, owner_of
@@ -153,7 +156,8 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
     Spark builds this object for every batch (and may build it again in the process that
     runs ``commit``), so the constructor does only what is safe at any time: checks, and
     commits of decided batches. Anything that aborts would abort the very transactions a
-    batch's tasks just pre-committed.
+    batch's tasks just pre-committed. Writing a COMMIT marker a coordinator skipped is safe
+    too: it ends only a committed transaction's range.
     """
 
     def __init__(self, sink: SinkOptions, exactly_once: ExactlyOnceOptions) -> None:
@@ -175,6 +179,12 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             # changed timing option, a broker that cannot be read); committing needs no
             # timeout. It becomes visible now, not after its replay recomputed every stage.
             protocol.recover_decided()
+            # Step 1b: before any task of this batch can take one of its ids, the newest
+            # decided batch's markers must be on every partition (KAFKA-20734). Not in Spark's
+            # commit runner, whose builds come after the tasks, where the batch's own open
+            # transactions would only make the look dearer and a wait eat their lifetime.
+            if not _in_commit_runner():
+                settle_newest_decision(protocol, committer)
             # The tasks' producers run with the checked timeout, pickled to them in the
             # options; so do the Avro schemas read from files, after the recovery they must
             # not hold up. The checks stop at once on a rejected login, where the best-effort
@@ -239,6 +249,18 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
             protocol.abort(batchId, committables_of(messages, batchId), reason="spark-abort")
         finally:
             committer.close()
+
+
+# Spark builds a stream's writer in two driver processes: one that plans each batch and ships
+# the writer to its tasks, and its commit runner, which builds one per batch only to call
+# commit() or abort() after the tasks ran. A daemon's worker imports its module after the fork;
+# without the daemon, the module is __main__.
+_COMMIT_RUNNER = "pyspark.sql.worker.python_streaming_sink_runner"
+
+
+def _in_commit_runner() -> bool:
+    main = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return _COMMIT_RUNNER in sys.modules or getattr(main, "name", None) == _COMMIT_RUNNER
 
 
 def pre_commit_task(

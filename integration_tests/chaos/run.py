@@ -32,6 +32,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from checkpoint.crashpoints import ENV as CRASH_ENV
 from checkpoint.crashpoints import HITS_DIR_ENV
+from connectors.kafka.partition_txns import OpenOnPartition, open_on_partitions
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.transactions import TransactionAdmin
 from integration_tests.chaos import faults
@@ -43,12 +44,7 @@ from integration_tests.sink.harness import inject
 from integration_tests.sink.transactions import commit_visibly
 from integration_tests.topics import create_topic
 from kafka_eos.cluster import ProcessCluster
-from kafka_eos.operations.hanging import (
-    OpenOnPartition,
-    abort_refusal,
-    open_on_partitions,
-    partitions_of,
-)
+from kafka_eos.operations.hanging import abort_refusal, partitions_of
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SESSION_TIMEOUT_MS = 4000  # the brokers' broker.session.timeout.ms: a pause outlasts it

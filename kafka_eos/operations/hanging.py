@@ -44,6 +44,7 @@ import kafka.errors as Errors
 from kafka.admin import AbortTransactionSpec, KafkaAdminClient
 from kafka.structs import TopicPartition
 
+from connectors.kafka.partition_txns import OpenOnPartition, open_on_partitions
 from connectors.kafka.sink.exactly_once_writer import CLOCK_SKEW_TOLERANCE_MS
 from connectors.kafka.sink.naming import OwnedId
 from connectors.kafka.transactions import TransactionAdmin
@@ -61,19 +62,6 @@ _TRACKED = frozenset(
         TxnState.PREPARE_EPOCH_FENCE,
     }
 )
-
-
-@dataclass(frozen=True)
-class OpenOnPartition:
-    """A transaction a partition's leader reports open."""
-
-    topic: str
-    partition: int
-    producer_id: int
-    producer_epoch: int
-    coordinator_epoch: int
-    start_offset: int
-    last_timestamp_ms: int
 
 
 @dataclass(frozen=True)
@@ -124,28 +112,6 @@ def partitions_of(admin: KafkaAdminClient, topics: Iterable[str]) -> list[TopicP
             )
         found += [TopicPartition(name, p["partition_index"]) for p in topic["partitions"]]
     return sorted(found)
-
-
-def open_on_partitions(
-    admin: KafkaAdminClient, partitions: Iterable[TopicPartition]
-) -> list[OpenOnPartition]:
-    """The transactions the partitions' leaders report open (DescribeProducers)."""
-    opened = []
-    for tp, state in sorted(admin.describe_producers(list(partitions)).items()):
-        for producer in state.active_producers:
-            if producer.current_transaction_start_offset >= 0:
-                opened.append(
-                    OpenOnPartition(
-                        tp.topic,
-                        tp.partition,
-                        producer.producer_id,
-                        producer.producer_epoch,
-                        producer.coordinator_epoch,
-                        producer.current_transaction_start_offset,
-                        producer.last_timestamp,
-                    )
-                )
-    return opened
 
 
 def find_hanging(

@@ -36,7 +36,14 @@ because the sink's correctness depends on it:
 - a transaction's start time outlives its end (and, on a 3.x broker, the next InitProducerId),
   so the sink can tell one transaction of an epoch from a later one;
 - records count as visible once their commit is decided (PrepareCommit): read_committed
-  readers see them as soon as the markers are written, which is bound to happen.
+  readers see them as soon as the markers are written, which is bound to happen;
+- each output partition's log, as its leader (partition % 3) answers for it: a record per
+  produced row and a control record per marker, each with its producer id and epoch; a
+  producer's range stays open from its first record until its transaction's markers are
+  written, so the last stable offset (ListOffsets), the open ranges (DescribeProducers) and
+  the batch at an offset (Fetch) are what the sink's repair of skipped markers reads. No marker
+  is ever skipped here: a WriteTxnMarkers from the sink is a bug, answered with an
+  AssertionError that no rule excuses.
 
 Not modelled: TRANSACTION_ABORTABLE (KIP-1050), which Kafka returns only to a producer's
 Produce, AddPartitionsToTxn and TxnOffsetCommit, never to the requests the admin sends; group
@@ -56,6 +63,8 @@ from confluent_kafka import KafkaError, KafkaException
 from kafka.cluster import ClusterMetadata
 from kafka.future import Future
 from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     ListTransactionsRequest,
@@ -63,6 +72,10 @@ from kafka.protocol.admin.transactions import (
 )
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, BrokerVersionData
 from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
@@ -74,6 +87,7 @@ from kafka.protocol.metadata import (
     CoordinatorType,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
+    MetadataRequest,
     MetadataResponse,
 )
 from kafka.protocol.producer.transaction import (
@@ -81,7 +95,9 @@ from kafka.protocol.producer.transaction import (
     EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    WriteTxnMarkersRequest,
 )
+from kafka.record.memory_records import MemoryRecordsBuilder
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from checkpoint.testing import ManualClock
@@ -94,6 +110,7 @@ Key = tuple[str, int, int]  # (transactional id, producer id, epoch)
 BROKERS = (1, 2, 3)
 TXN_PARTITIONS = 3  # of __transaction_state (Kafka's default is 50)
 GROUP_COORDINATOR = 1
+OUTPUT_PARTITIONS = 4  # of each output topic; the machine's tasks write partitions below it
 V1_BINARY, V2_BINARY = (3, 9), (4, 1)
 
 
@@ -154,6 +171,10 @@ class KafkaModel:
         self.aborted: set[Key] = set()
         self.timed_out: set[Key] = set()  # aborted by the coordinator's clock, not by a client
         self._next_producer_id = 1000
+        # Per output partition: (producer id, epoch) of each offset, and each producer's open
+        # range there: [start offset, latest epoch, last write ms].
+        self.logs: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        self.open_ranges: dict[tuple[str, int], dict[int, list[int]]] = {}
 
     @property
     def v2(self) -> bool:
@@ -218,6 +239,11 @@ class KafkaModel:
                 state.markers_due_ms = min(state.markers_due_ms, now)
         self.settle()
 
+    def markers_pending(self) -> bool:
+        """Whether a transaction's markers wait for their delay (:meth:`delay_markers`)."""
+        self.settle()
+        return any(s.state in _PREPARED for s in self.ids.values())
+
     # -- producer side ---------------------------------------------------------------------
 
     def init_producer_id(self, tid: str, timeout_ms: int) -> tuple[int, int]:
@@ -245,6 +271,11 @@ class KafkaModel:
             state.partitions, state.pending = set(), []
         state.partitions.add(partition)
         state.pending.append(record)
+        log = self.logs.setdefault(partition, [])
+        opened = self.open_ranges.setdefault(partition, {})
+        span = opened.setdefault(producer_id, [len(log), epoch, 0])
+        span[1:] = [epoch, self.now_ms()]
+        log.append((producer_id, epoch))
 
     def _owned(self, tid: str, producer_id: int, epoch: int) -> _Id:
         state = self.ids[tid]
@@ -351,6 +382,9 @@ class KafkaModel:
             if state.state in _PREPARED and state.markers_due_ms <= now:
                 commit = state.state == TxnState.PREPARE_COMMIT
                 state.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+                for partition in state.partitions:  # each marker closes the producer's range
+                    if self.open_ranges.get(partition, {}).pop(state.producer_id, None):
+                        self.logs[partition].append((state.producer_id, state.epoch))
         for tid, state in self.ids.items():
             if state.state == TxnState.ONGOING and now - state.start_ms > state.timeout_ms:
                 self.timed_out.add((tid, state.producer_id, state.epoch))
@@ -533,8 +567,110 @@ class KafkaModel:
             ]))  # fmt: skip
         return OffsetFetchResponse(version=v, throttle_time_ms=0, groups=groups)
 
+    # -- the output partitions, as their leaders answer -------------------------------------
+
+    def _leader(self, partition: int) -> int:
+        return BROKERS[partition % len(BROKERS)]
+
+    def _metadata(self, node: int, request: Any, v: int) -> MetadataResponse:
+        T = MetadataResponse.MetadataResponseTopic
+        P = T.MetadataResponsePartition
+        names = sorted({t.name for t in request.topics or ()} | {t for t, _ in self.logs})
+        topics = [
+            T(version=v, error_code=0, name=name, is_internal=False, partitions=[
+                P(version=v, error_code=0, partition_index=p, leader_id=self._leader(p),
+                  leader_epoch=0, replica_nodes=[self._leader(p)], isr_nodes=[self._leader(p)],
+                  offline_replicas=[])
+                for p in range(OUTPUT_PARTITIONS)
+            ])
+            for name in names
+        ]  # fmt: skip
+        response = self.metadata()
+        response.topics = topics
+        return response
+
+    def last_stable_offset(self, partition: tuple[str, int]) -> int:
+        opened = self.open_ranges.get(partition, {})
+        return min((span[0] for span in opened.values()), default=len(self.logs.get(partition, ())))
+
+    def _list_offsets(self, node: int, request: Any, v: int) -> Any:
+        R = ListOffsetsResponse.ListOffsetsTopicResponse
+        read_committed = request.isolation_level == 1
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                end = len(self.logs.get(tp, ()))
+                offset = self.last_stable_offset(tp) if read_committed else end
+                error = 0 if self._leader(p.partition_index) == node else 6  # NOT_LEADER
+                partitions.append(R.ListOffsetsPartitionResponse(
+                    version=v, partition_index=p.partition_index, error_code=error,
+                    old_style_offsets=[], timestamp=-1, offset=offset, leader_epoch=0,
+                ))  # fmt: skip
+            topics.append(R(version=v, name=topic.name, partitions=partitions))
+        return ListOffsetsResponse(version=v, throttle_time_ms=0, topics=topics)
+
+    def _describe_producers(self, node: int, request: Any, v: int) -> Any:
+        T = DescribeProducersResponse.TopicResponse
+        Pr = T.PartitionResponse
+        S = Pr.ProducerState
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for index in topic.partition_indexes:
+                opened = self.open_ranges.get((topic.name, index), {})
+                partitions.append(Pr(version=v, partition_index=index, error_code=0,
+                    error_message=None, active_producers=[
+                        S(version=v, producer_id=pid, producer_epoch=epoch, last_sequence=0,
+                          last_timestamp=last_ms, coordinator_epoch=0,
+                          current_txn_start_offset=start)
+                        for pid, (start, epoch, last_ms) in sorted(opened.items())
+                    ]))  # fmt: skip
+            topics.append(T(version=v, name=topic.name, partitions=partitions))
+        return DescribeProducersResponse(version=v, throttle_time_ms=0, topics=topics)
+
+    def _fetch(self, node: int, request: Any, v: int) -> Any:
+        """The record batch at the fetch offset, one record long (the sink reads its header)."""
+        R = FetchResponse.FetchableTopicResponse
+        responses = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                tp = (topic.topic, p.partition)
+                log = self.logs.get(tp, [])
+                records = b""
+                if p.fetch_offset < len(log):
+                    pid, epoch = log[p.fetch_offset]
+                    builder = MemoryRecordsBuilder(
+                        magic=2, compression_type=0, batch_size=1024, offset=p.fetch_offset,
+                        transactional=True, producer_id=pid, producer_epoch=epoch,
+                        base_sequence=0,
+                    )  # fmt: skip
+                    builder.append(timestamp=self.now_ms(), key=None, value=b"", headers=[])
+                    builder.close()
+                    records = builder.buffer()
+                error = 0 if p.fetch_offset <= len(log) else Errors.OffsetOutOfRangeError.errno
+                partitions.append(R.PartitionData(
+                    version=v, partition_index=p.partition, error_code=error,
+                    high_watermark=len(log), last_stable_offset=self.last_stable_offset(tp),
+                    log_start_offset=0, aborted_transactions=[], preferred_read_replica=-1,
+                    records=records,
+                ))  # fmt: skip
+            responses.append(R(version=v, topic=topic.topic, partitions=partitions))
+        return FetchResponse(version=v, throttle_time_ms=0, error_code=0, session_id=0,
+                             responses=responses)  # fmt: skip
+
+    def _write_txn_markers(self, node: int, request: Any, v: int) -> Any:
+        raise AssertionError(f"the sink wrote a marker that no coordinator skipped: {request}")
+
 
 _HANDLERS: dict[str, Callable[[KafkaModel, int, Any, int], Any]] = {
+    WriteTxnMarkersRequest.__name__: KafkaModel._write_txn_markers,
+    MetadataRequest.__name__: KafkaModel._metadata,
+    ListOffsetsRequest.__name__: KafkaModel._list_offsets,
+    DescribeProducersRequest.__name__: KafkaModel._describe_producers,
+    FetchRequest.__name__: KafkaModel._fetch,
     ApiVersionsRequest.__name__: KafkaModel._api_versions,
     FindCoordinatorRequest.__name__: KafkaModel._find_coordinator,
     DescribeTransactionsRequest.__name__: KafkaModel._describe_transactions,
@@ -560,6 +696,11 @@ def request_name(node: int, request: Any) -> str:
         return f"versions {node}"
     if isinstance(request, FindCoordinatorRequest):
         return "find coordinator"
+    if isinstance(request, MetadataRequest | ListOffsetsRequest | DescribeProducersRequest
+                  | FetchRequest):  # fmt: skip
+        return f"partition state {node}"
+    if isinstance(request, WriteTxnMarkersRequest):
+        return f"write markers {node}"
     return f"group offsets {node}"
 
 

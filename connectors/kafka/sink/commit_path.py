@@ -8,6 +8,8 @@ failures into the error a user must see first (:func:`first_unconfirmable`).
 
 from __future__ import annotations
 
+from kafka.structs import TopicPartition
+
 from checkpoint.errors import CheckpointCommitFailed, ConfigError
 from checkpoint.store import SnapshotStore, canonical_location
 from checkpoint.two_phase_commit import TwoPhaseCommit
@@ -42,6 +44,37 @@ def exactly_once_protocol(
     store = SnapshotStore(exactly_once.decision_location)
     protocol = TwoPhaseCommit(store, committer, pipeline_id=naming.prefix, sweeps_lingering=True)
     return protocol, committer
+
+
+def settle_newest_decision(
+    protocol: TwoPhaseCommit, committer: KafkaCommitter
+) -> list[TopicPartition]:
+    """After R1, before any task of the next batch: every partition of the newest decision
+    holds its COMMIT marker, the sink writes one a Kafka 4.x coordinator skipped, or the query
+    stops (:mod:`connectors.kafka.sink.marker_repair`). Only the newest: each older one was
+    settled before the tasks that followed it. Once per decision and process, since Spark may
+    build a batch's writer more than once. The partitions repaired."""
+    newest = protocol.store.latest()
+    if newest is None:
+        return []
+    key = (protocol.store.location, newest.checkpoint_id, newest.decided_at_ms)
+    if key in _SETTLED:
+        return []
+    confirmation = protocol.store.confirmation(newest.checkpoint_id)
+    if confirmation is None:
+        return []  # R1 did not confirm it, and raised: nothing of it is known committed
+    loss = confirmation.accepted_loss
+    unconfirmed = set() if loss is None else {c.key for c in (*loss.lost, *loss.undetermined)}
+    repaired = committer.settle_markers(
+        newest.checkpoint_id, [c for c in newest.committables if c.key not in unconfirmed]
+    )
+    _SETTLED.add(key)
+    return repaired
+
+
+# (decision location, checkpoint id, decided at) settled by this process: a location whose
+# checkpoint was deleted and made again reuses its ids.
+_SETTLED: set[tuple[str, int, int | None]] = set()
 
 
 def first_unconfirmable(exc: CheckpointCommitFailed, batch_id: int | None) -> Exception:

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from kafka.structs import TopicPartition
+
 from checkpoint.crashpoints import CrashPoint, crash_point
 from checkpoint.deadline import Deadline
 from checkpoint.errors import DeadlineExceeded
@@ -32,6 +34,7 @@ from connectors.kafka.sink.errors import (
 )
 from connectors.kafka.sink.lifetime import commit_margin_ms, remaining_ms
 from connectors.kafka.sink.listing import open_transactions
+from connectors.kafka.sink.marker_repair import settle
 from connectors.kafka.sink.naming import NO_OWNER, TransactionalIdNaming
 from connectors.kafka.sink.outcome import Outcome, outcome, shown
 from connectors.kafka.sink.owners import Entry, OwnerRegistry, Unknown
@@ -195,6 +198,27 @@ class KafkaCommitter:
             except Exception as exc:
                 failures.append((c.transactional_id, exc))
         return failures
+
+    def settle_markers(
+        self, checkpoint_id: CheckpointId, committables: Sequence[Committable]
+    ) -> list[TopicPartition]:
+        """The confirmed decision's COMMIT markers, on every partition, within ``timeout_s``
+        (:func:`connectors.kafka.sink.marker_repair.settle`); the partitions repaired."""
+        written = [c for c in committables if not c.wrote_nothing]
+        if not written:
+            return []
+        return settle(
+            self.admin,
+            checkpoint_id,
+            written,
+            deadline=Deadline(self._timeout_s),
+            reconnect=self._reconnect,
+        )
+
+    def _reconnect(self) -> TransactionAdmin:
+        self.close()
+        self._unreachable = None
+        return self.admin
 
     def _check_committed(self, committable: Committable, error: type[Exception]) -> None:
         """EndTxn answered ``error``: success only if the transaction is committed already."""

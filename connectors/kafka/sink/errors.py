@@ -6,10 +6,12 @@ They say what happened, to which batch and transaction, why it usually happens, 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from enum import Enum
 
 from checkpoint.errors import KafkaEosError
 from checkpoint.store import canonical_location
+from connectors.kafka.sink.owed_markers import Reason
 from connectors.kafka.sink.owners import Entry, Registration
 from connectors.options import OptionError
 
@@ -160,6 +162,88 @@ def _resolve_command(batch_id: int | None) -> str:
         "kafka-eos txn resolve --checkpoint-location <checkpointLocation> "
         f"--bootstrap-servers <brokers>{'' if batch_id is None else f' --batch {batch_id}'}"
     )
+
+
+class CommitMarkerSkippedError(KafkaEosError):
+    """A committed batch's COMMIT marker is missing on a partition, and the sink could not
+    write it safely (:mod:`connectors.kafka.sink.marker_repair`). Raised when the writer of the
+    next batch is built, before any of its tasks: a task that wrote to the partition would join
+    the open range, and its abort would drop the committed records."""
+
+    code = "KAFKA_EOS.SINK.COMMIT_MARKER_SKIPPED"
+
+    def __init__(
+        self,
+        batch_id: int,
+        reason: Reason,
+        detail: str,
+        *,
+        waits: bool,
+        transactional_id: str | None = None,
+        partition: tuple[str, int] | None = None,
+        start_offset: int = -1,
+        partitions: Sequence[tuple[str, int]] = (),
+        repaired: Sequence[tuple[str, int]] = (),
+    ) -> None:
+        """``waits``: a later look may still write the marker (a leader back online, a
+        coordinator done writing); otherwise no automatic marker is safe. Without
+        ``partition`` the batch's ``partitions`` could not be looked at, and whether a marker
+        is missing is not known. ``repaired``: partitions whose marker the sink did write."""
+        self.batch_id = batch_id
+        self.reason = reason
+        self.detail = detail
+        self.waits = waits
+        self.transactional_id = transactional_id
+        self.partition = partition
+        self.start_offset = start_offset
+        self.repaired = list(repaired)
+        done = f" The sink did write the markers of {_names(repaired)}." if repaired else ""
+        if partition is None:
+            super().__init__(
+                f"batch {batch_id} was committed, but whether its COMMIT markers reached its "
+                f"partitions ({_names(partitions)}) cannot be told: {detail} [{reason.value}]. "
+                f"{_KAFKA_20734} Nothing was lost, and no task of the next batch ran. "
+                + (
+                    "Restart the query once they answer: its next batch looks again, and "
+                    "writes a marker that is missing."
+                    if waits
+                    else "Grant what the detail names, then restart the query."
+                )
+            )
+            return
+        topic, index = partition
+        where = f"{topic}-{index}"
+        if waits:
+            way = (
+                f"Nothing was lost. Restart the query once {where} answers (its leader online, "
+                "its transaction coordinator done writing markers): its next batch looks again "
+                "and writes the marker"
+            )
+        else:
+            way = (
+                f"No marker was written to {where}. Read {where} from offset {start_offset} "
+                f"(read_uncommitted) against batch {batch_id}'s input. `kafka-eos txn "
+                f"find-hanging --bootstrap-servers <brokers> --topic {topic} --older-than 0s` "
+                "shows the open range and its coordinator's view once no coordinator tracks it, "
+                "and `--commit --prefix <transactionalIdPrefix>` or `--abort` ends it where "
+                "their evidence holds (docs/sink.md, runbook). Do not reset the checkpoint"
+            )
+        super().__init__(
+            f"batch {batch_id} was committed, but the COMMIT marker of its transaction "
+            f"{transactional_id} is missing on {where} (open from offset {start_offset}): "
+            f"{detail} [{reason.value}]. {_KAFKA_20734} read_committed readers of {where} stop at "
+            f"offset {start_offset} until it is written.{done} {way}."
+        )
+
+
+def _names(partitions: Sequence[tuple[str, int]]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in partitions)
+
+
+_KAFKA_20734 = (
+    "A Kafka 4.x transaction coordinator skips the marker of a partition whose leader is "
+    "offline as it commits (KAFKA-20734); a 3.x one waits for the leader."
+)
 
 
 class PrefixConflictError(KafkaEosError):
