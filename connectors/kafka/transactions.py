@@ -41,9 +41,9 @@ from connectors.kafka.txn_coordinators import (
     EPOCH_BUMP_END_TXN_VERSION,
     IN_FLIGHT_PER_BROKER,
     CoordinatorAnswer,
+    answer_of,
     broker_max_versions,
     call_coordinators,
-    send,
 )
 from connectors.kafka.txn_state import TxnDescription, TxnState
 
@@ -305,18 +305,17 @@ class TransactionAdmin:
             coordinator_epoch=coordinator_epoch,
             transaction_version=2,
         )
-        future = send(self._net, leader, WriteTxnMarkersRequest(markers=[marker]))
-        self._net.poll(timeout_ms=int(deadline.remaining() * 1000), future=future)
-        if not future.is_done:
-            raise Errors.KafkaTimeoutError(
-                f"no WriteTxnMarkers answer from broker {leader} within {deadline.timeout} s: "
-                f"whether the COMMIT marker reached {where} is unknown; look again"
-            )
-        if future.failed():
-            raise future.exception
+        response = answer_of(
+            self._net,
+            leader,
+            WriteTxnMarkersRequest(markers=[marker]),
+            deadline,
+            silence=f"no WriteTxnMarkers answer from broker {leader} within {deadline.timeout} s: "
+            f"whether the COMMIT marker reached {where} is unknown; look again",
+        )
         answered = [
             Errors.for_code(partition.error_code)
-            for result in future.value.markers
+            for result in response.markers
             if result.producer_id == producer_id
             for t in result.topics
             if t.name == tp.topic
@@ -358,16 +357,13 @@ class TransactionAdmin:
             min_version=4,
             max_version=12,
         )
-        future = send(self._net, leader, request)
-        self._net.poll(timeout_ms=int(deadline.remaining() * 1000), future=future)
-        if not future.is_done:
-            raise Errors.KafkaTimeoutError(f"no Fetch answer from broker {leader}")
-        if future.failed():
-            raise future.exception
+        response = answer_of(
+            self._net, leader, request, deadline, silence=f"no Fetch answer from broker {leader}"
+        )
         answer = next(
             (
                 p
-                for t in future.value.responses
+                for t in response.responses
                 if t.topic == tp.topic
                 for p in t.partitions
                 if p.partition_index == tp.partition

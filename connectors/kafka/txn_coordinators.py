@@ -165,6 +165,20 @@ def send(net: KafkaNetClient, node_id: int | None, request: Any) -> Future:
         return Future().failure(exc)
 
 
+def answer_of(
+    net: KafkaNetClient, node_id: int, request: Any, deadline: Deadline, *, silence: str
+) -> Any:
+    """Broker ``node_id``'s answer to one ``request``, waited for until ``deadline``; no answer
+    by then raises KafkaTimeoutError with ``silence``, what that leaves unknown."""
+    future = send(net, node_id, request)
+    net.poll(timeout_ms=int(deadline.remaining() * 1000), future=future)
+    if not future.is_done:
+        raise Errors.KafkaTimeoutError(silence)
+    if future.failed():
+        raise future.exception
+    return future.value
+
+
 def broker_max_versions(net: KafkaNetClient, node_id: int, deadline: Deadline) -> dict[int, int]:
     """API key -> highest usable version (:func:`usable_versions`), as broker ``node_id``
     itself answers ApiVersions.
@@ -174,13 +188,10 @@ def broker_max_versions(net: KafkaNetClient, node_id: int, deadline: Deadline) -
     """
 
     def ask() -> dict[int, int]:
-        future = send(net, node_id, api_versions_request())
-        net.poll(timeout_ms=int(deadline.remaining() * 1000), future=future)
-        if not future.is_done:
-            raise Errors.KafkaTimeoutError(f"no ApiVersions answer from broker {node_id}")
-        if future.failed():
-            raise future.exception
-        return usable_versions(future.value)
+        silence = f"no ApiVersions answer from broker {node_id}"
+        return usable_versions(
+            answer_of(net, node_id, api_versions_request(), deadline, silence=silence)
+        )
 
     return call_with_retries(
         ask,

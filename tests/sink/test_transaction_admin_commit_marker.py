@@ -12,7 +12,7 @@ from kafka.future import Future
 from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
 from kafka.structs import TopicPartition
 
-from connectors.kafka import transactions
+from connectors.kafka import transactions, txn_coordinators
 from connectors.kafka.transactions import TransactionAdmin
 
 TP = TopicPartition("out", 1)
@@ -50,7 +50,7 @@ def admin(monkeypatch: pytest.MonkeyPatch) -> tuple[TransactionAdmin, Sent]:
     partitions = [{"partition_index": 0, "leader_id": 2}, {"partition_index": 1, "leader_id": 3}]
     described = [{"name": "out", "error_code": 0, "partitions": partitions}]
     admin._admin = SimpleNamespace(describe_topics=lambda topics: described)  # type: ignore[attr-defined]
-    monkeypatch.setattr(transactions, "send", lambda *a: sent.send(*a))
+    monkeypatch.setattr(txn_coordinators, "send", lambda *a: sent.send(*a))  # under answer_of
     monkeypatch.setattr(transactions, "broker_max_versions", lambda *a: sent.versions(*a))
     return admin, sent
 
