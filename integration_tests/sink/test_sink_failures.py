@@ -34,10 +34,12 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 # What one of batch 1's two tasks writes: the test source gives task i the numbers i, i + 2, ...
 ONE_TASK_OF_BATCH_1 = (Counter(range(100, 200, 2)), Counter(range(101, 200, 2)))
 
-# Timing assumptions small enough that a 6 s transaction timeout passes the startup checks
+# Timing assumptions small enough that a 12 s transaction timeout passes the startup checks
 # (EOS002: the timeout must cover twice trigger interval + batch duration + restart time).
+# Not 6 s: batch 0 must reach its decision within the timeout less the commit margin (a
+# quarter), and on a loaded CI host its transactions were 5.1 s old at the verify, over 4.5.
 SHORT_TIMEOUT = {
-    "kafka.transaction.timeout.ms": "6000",
+    "kafka.transaction.timeout.ms": "12000",
     "kafka.message.timeout.ms": "5000",
     "triggerInterval": "1s",
     "maxBatchDuration": "1s",
@@ -98,10 +100,10 @@ def test_a_transaction_too_close_to_its_timeout_is_never_decided(
     pipeline: Pipeline, tmp_path: Path
 ) -> None:
     """The driver is slow between its sweep of lingering transactions and the decision (a
-    long sweep, a slow store): the pre-committed transactions of batch 1 near their 6 s
+    long sweep, a slow store): the pre-committed transactions of batch 1 near their 12 s
     timeout. Verifying before the sweep, as the sink once did, decided them anyway, and the
     broker aborted them before EndTxn: a decided batch lost. Verification is now the last
-    step before the decision and demands the commit margin (1.5 s of a 6 s timeout), so the
+    step before the decision and demands the commit margin (3 s of a 12 s timeout), so the
     batch fails undecided and its replay commits it once.
 
     The driver is held after the sweep until the broker's clock leaves each transaction less
@@ -115,7 +117,7 @@ def test_a_transaction_too_close_to_its_timeout_is_never_decided(
         tids = pipeline.open_transactions()
         assert len(tids) == 2, tids
         assert pipeline.transaction_states(tids) == dict.fromkeys(tids, TxnState.ONGOING)
-        # commitTimeoutMs is left at its default, 60 s: the margin is a quarter of 6 s.
+        # commitTimeoutMs is left at its default, 60 s: the margin is a quarter of 12 s.
         margin_ms = commit_margin_ms(int(SHORT_TIMEOUT["kafka.transaction.timeout.ms"]), 60_000)
         deadline = time.monotonic() + 60
         while True:
@@ -172,8 +174,8 @@ def test_decided_transaction_lost_to_its_timeout_stops_with_the_batch_named(
     """Killed after the decision of batch 1, restarted after the broker aborted its
     transactions: the decided output can no longer be committed. That is a loss the sink
     cannot repair, so the restart must stop, naming the batch, the transactions and the fix."""
-    # 15 s, not SHORT_TIMEOUT's 6: batch 1 must get to its decision (within the timeout less
-    # the margin, 4.5 s of 6) on a loaded machine; the broker's abort is only waited for.
+    # 15 s, more than SHORT_TIMEOUT's 12: batch 1 must get to its decision (within the
+    # timeout less the margin, 11.25 s of 15) on a loaded machine; the abort is only waited for.
     options = {**SHORT_TIMEOUT, "kafka.transaction.timeout.ms": "15000"}
     assert_ran(pipeline.run("driver.before_end_txn@1#1", options=options), KILLED)
     assert pipeline.store().checkpoint_ids() == [0, 1] and not pipeline.store().is_confirmed(1)
