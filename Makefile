@@ -184,7 +184,8 @@ integration: venv spark-home kafka-jars spark-kafka-jars s3a-jars registry-jars 
 		wheel
 	@echo "==> integration tests (real Kafka, real Spark)"
 	$(TEST_JVMS) $(TEST_PYSPARK) $(BIN)/python -m pytest integration_tests -q -rA --durations=0 --durations-min=5 \
-		--ignore=integration_tests/chaos --ignore=$(WIDE_QUERY) -n $(PYTEST_WORKERS) --dist loadfile \
+		--ignore=integration_tests/chaos --ignore=$(WIDE_QUERY) --deselect=$(TWO_EXECUTOR_JVMS) \
+		-n $(PYTEST_WORKERS) --dist loadfile \
 		--kafka-versions-must-run=$(subst $(empty) $(empty),$(comma),$(KAFKA_LABELS))
 
 # On the oldest supported PySpark: the unit tests of the files that import PySpark or the Spark
@@ -240,14 +241,19 @@ test-faults-removed-subset: venv spark-home kafka-jars images
 # test` runs it with 100,000), and the sink's wide query (128 partitions written by 16 tasks on
 # executors in JVMs of their own, killed after a decision: about 2.5 min of a CI worker). Its
 # protocol is the fault matrix's (c), which `make test` runs on each transactions protocol.
+# Beside it, the query of two executor JVMs killed after some EndTxns (about 1.5 min of a CI
+# worker): `make test` keeps the fault matrix's (d) on both versions, the executor kill on
+# `local-cluster`, and the chaos run, whose executor is a JVM of its own and whose driver kills
+# land mid-EndTxn too.
 WIDE_QUERY := integration_tests/sink/test_wide_query.py
+TWO_EXECUTOR_JVMS := integration_tests/sink/test_sink_failures.py::test_multi_process_spark_cluster
 .PHONY: scale
 scale: venv spark-home kafka-jars images
 	@echo "==> the source at scale: 1,000,000 records, two restarts"
 	KAFKA_EOS_SOURCE_SCALE_RECORDS=1000000 $(BIN)/python -m pytest -q -rA -s \
 		integration_tests/source/test_source_scale.py
 	@echo "==> the sink's wide query: 128 partitions, 16 tasks, a crash after the decision"
-	$(TEST_JVMS) $(TEST_PYSPARK) $(BIN)/python -m pytest -q -rA $(WIDE_QUERY)
+	$(TEST_JVMS) $(TEST_PYSPARK) $(BIN)/python -m pytest -q -rA $(WIDE_QUERY) $(TWO_EXECUTOR_JVMS)
 
 # The chaos harness's short mode (integration_tests/chaos/test_chaos.py), alone after the other
 # integration tests: its four brokers and local-cluster Spark take both cores for 5 to 7 minutes,
