@@ -34,6 +34,7 @@ from checkpoint.crashpoints import ENV as CRASH_ENV
 from checkpoint.crashpoints import HITS_DIR_ENV
 from connectors.kafka.partition_txns import OpenOnPartition, open_on_partitions
 from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.marker_repair import REPAIRED
 from connectors.kafka.transactions import TransactionAdmin
 from integration_tests.chaos import faults
 from integration_tests.chaos.checker import Verdict, check
@@ -93,6 +94,7 @@ class Report:
     two_clusters: bool
     faults: list[dict[str, object]] = field(default_factory=list)
     job_runs: int = 0
+    markers_repaired: int = 0  # COMMIT markers the sink wrote for a coordinator that skipped them
     seconds: float = 0.0
     verdict: dict[str, object] = field(default_factory=dict)
 
@@ -199,6 +201,10 @@ class Chaos:
         if feeder.error is not None:
             raise feeder.error
         verdict = self._verdict(feeder.t0)
+        self.report.markers_repaired = sum(
+            (run / "job.log").read_text(errors="replace").count(REPAIRED)
+            for run in self.workdir.glob("run-*")
+        )
         self.report.seconds = round(time.monotonic() - started, 1)
         self.report.verdict = {**asdict(verdict), "failures": verdict.failures}
         return self.report

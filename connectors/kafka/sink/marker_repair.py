@@ -46,6 +46,8 @@ from connectors.kafka.transactions import TransactionAdmin
 _log = logging.getLogger(__name__)
 Key = tuple[str, int, int]  # a committable's transaction: (transactional id, producer id, epoch)
 _FIRST_PAUSE_S, _MAX_PAUSE_S = 0.05, 1.0
+# The start of the warning each written marker logs: operators and the chaos harness count it.
+REPAIRED = "KAFKA-20734: wrote the COMMIT marker"
 _LOOK_TIMEOUT_S = 10.0  # one ListOffsets round, within the whole deadline
 _MIN_LOOK_S = 1.0  # a last look past the deadline still gets an answer, not a timeout
 
@@ -134,8 +136,8 @@ def _write(
     except Errors.KafkaError:
         return Wait(Reason.LEADER_OFFLINE)  # refused (a later epoch there: see the next look)
     _log.warning(
-        "KAFKA-20734: wrote the COMMIT marker of batch %s on %s-%s (transaction %s, producer id "
-        "%s, epoch %s, open from offset %s), which its coordinator committed but skipped",
+        REPAIRED + " of batch %s on %s-%s (transaction %s, producer id %s, epoch %s, open from "
+        "offset %s), which its coordinator committed but skipped",
         batch_id, tp.topic, tp.partition, c.transactional_id, c.producer_id, c.epoch,
         o.start_offset,
     )  # fmt: skip
