@@ -113,10 +113,14 @@ def test_a_partition_leader_killed_while_a_tasks_transaction_is_open(
         pipeline.wait_until_struck(job, crash_at)
         # The window: batch 0 committed, batch 1's transaction open with its records written.
         assert pipeline.store().checkpoint_ids() == [0]
-        [tid] = pipeline.open_transactions()
-        # Every partition in the transaction: under V2 a partition joins once its leader has
-        # verified the first records, which may trail the producer's return.
+        # The records may still wait in the producer's queue (its linger, on a loaded machine):
+        # the transaction opens, and each partition joins it, as they reach the brokers. Under V2
+        # a partition joins once its leader has verified the first records.
         deadline = Deadline(30)
+        while not (opened := pipeline.open_transactions()):
+            assert not deadline.expired(), "batch 1's transaction never opened"
+            time.sleep(0.2)
+        [tid] = opened
         while (described := pipeline.transactions([tid])[tid]) is None or len(
             described.partitions
         ) < 3:
