@@ -53,6 +53,7 @@ coordinators, which stay on broker 1.
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -649,7 +650,11 @@ class KafkaModel:
                     )  # fmt: skip
                     builder.append(timestamp=self.now_ms(), key=None, value=b"", headers=[])
                     builder.close()
-                    records = builder.buffer()
+                    # The builder writes base offset 0 (the broker assigns offsets on append);
+                    # a fetched batch carries its own, the batch header's first 8 bytes.
+                    records = bytearray(builder.buffer())
+                    struct.pack_into(">q", records, 0, p.fetch_offset)
+                    records = bytes(records)
                 error = 0 if p.fetch_offset <= len(log) else Errors.OffsetOutOfRangeError.errno
                 partitions.append(R.PartitionData(
                     version=v, partition_index=p.partition, error_code=error,
