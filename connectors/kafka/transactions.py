@@ -284,8 +284,39 @@ class TransactionAdmin:
         4.x coordinator skips (KAFKA-20734). One attempt, never re-sent: between two attempts
         the partition may have moved on, and the caller looks at it again first. kafka-python's
         admin writes only ABORT markers, and only legacy ones."""
+        self._write_marker(tp, producer_id, marker_epoch, coordinator_epoch, True, 2, deadline)
+
+    def write_abort_marker(
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        marker_epoch: int,
+        coordinator_epoch: int,
+        *,
+        guarded: bool,
+        deadline: Deadline | None = None,
+    ) -> None:
+        """Write the ABORT marker a coordinator skipped (KAFKA-20734) to one partition, as it
+        writes it: at the epoch its abort ended the transaction at, marked transaction version
+        2 when ``guarded`` (the abort moved the epoch on, transactions V2), else a legacy marker.
+        One attempt, as :meth:`write_commit_marker`."""
+        self._write_marker(
+            tp, producer_id, marker_epoch, coordinator_epoch, False, 2 if guarded else 0, deadline
+        )
+
+    def _write_marker(
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        marker_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        transaction_version: int,
+        deadline: Deadline | None,
+    ) -> None:
         deadline = deadline or Deadline(self._request_timeout_s)
         where = f"{tp.topic}-{tp.partition}"
+        kind = "COMMIT" if commit else "ABORT"
         leader = self._leader_of(tp)
         versions = broker_max_versions(self._net, leader, deadline)
         if versions.get(WriteTxnMarkersRequest.API_KEY, -1) < 2:
@@ -296,14 +327,14 @@ class TransactionAdmin:
         marker = WriteTxnMarkersRequest.WritableTxnMarker(
             producer_id=producer_id,
             producer_epoch=marker_epoch,
-            transaction_result=True,  # COMMIT
+            transaction_result=commit,
             topics=[
                 WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic(
                     name=tp.topic, partition_indexes=[tp.partition]
                 )
             ],
             coordinator_epoch=coordinator_epoch,
-            transaction_version=2,
+            transaction_version=transaction_version,
         )
         response = answer_of(
             self._net,
@@ -311,7 +342,7 @@ class TransactionAdmin:
             WriteTxnMarkersRequest(markers=[marker]),
             deadline,
             silence=f"no WriteTxnMarkers answer from broker {leader} within {deadline.timeout} s: "
-            f"whether the COMMIT marker reached {where} is unknown; look again",
+            f"whether the {kind} marker reached {where} is unknown; look again",
         )
         answered = [
             Errors.for_code(partition.error_code)
@@ -324,7 +355,7 @@ class TransactionAdmin:
         ]
         if answered != [Errors.NoError]:
             error = next((e for e in answered if e is not Errors.NoError), Errors.UnknownError)
-            raise error(f"WriteTxnMarkers (commit) of {where}: answered {answered}")
+            raise error(f"WriteTxnMarkers ({kind.lower()}) of {where}: answered {answered}")
 
     def first_batch_at(
         self, tp: TopicPartition, offset: int, *, deadline: Deadline | None = None

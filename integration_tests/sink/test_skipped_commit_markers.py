@@ -23,6 +23,7 @@ decision store), so the repair is the one the sink makes when it builds the next
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections import Counter
@@ -30,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Producer
@@ -44,8 +46,11 @@ from connectors.kafka.partition_txns import open_on_partitions
 from connectors.kafka.sink.commit_path import settle_newest_decision
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import CommitMarkerSkippedError
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
+from connectors.kafka.sink.marker_repair import REPAIRED
 from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.sink.owed_markers import Reason
+from connectors.kafka.sink.writer import DeliveryFailed
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnDescription, TxnState
 from integration_tests.kafka_fixtures import running_cluster
@@ -273,3 +278,163 @@ def _completed(admin: TransactionAdmin, tid: str) -> TxnDescription:
             return now
         assert time.monotonic() < deadline, f"the commit never completed: {now or error}"
         time.sleep(0.5)
+
+
+@dataclass(frozen=True)
+class _ToAbort:
+    """A kafka-eos id's producer, initialized, and a partition of a new topic (three, one
+    replica each) led by a broker that is not the id's coordinator."""
+
+    brokers: ProcessCluster
+    admin: AdminClient
+    topic: str
+    naming: TransactionalIdNaming
+    tid: str
+    producer: Producer
+    offline: int  # the partition that loses its leader
+    down: int  # its leader
+
+    @property
+    def bootstrap(self) -> str:
+        return self.brokers.bootstrap_servers
+
+    def leaders(self) -> dict[int, int]:
+        """Each partition's leader (-1: none)."""
+        partitions = self.admin.list_topics(self.topic, timeout=10).topics[self.topic].partitions
+        return {p: m.leader for p, m in sorted(partitions.items())}
+
+    def take_the_leader_offline(self) -> None:
+        kill_broker(self.brokers, self.down, restart=False)
+        deadline = time.monotonic() + 60
+        while self.leaders()[self.offline] >= 0:
+            assert time.monotonic() < deadline, "the partition's leader never went offline"
+            time.sleep(0.5)
+
+
+def _a_transaction_to_abort(brokers: ProcessCluster) -> _ToAbort:
+    bootstrap = brokers.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = f"t-{uuid.uuid4().hex[:12]}"
+    for future in admin.create_topics([NewTopic(topic, 3, 1)]).values():
+        future.result(30)
+    naming = TransactionalIdNaming(f"p-{uuid.uuid4().hex[:8]}", "0123abcd")
+    tid = naming.transactional_id(0, 0)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    producer.init_transactions(30)
+    with TransactionAdmin({"bootstrap.servers": bootstrap}) as txn_admin:
+        coordinator = describe(txn_admin, tid).coordinator_id
+    leaders = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    offline, down = next(
+        (p, m.leader) for p, m in sorted(leaders.items()) if m.leader != coordinator
+    )
+    return _ToAbort(brokers, admin, topic, naming, tid, producer, offline, down)
+
+
+def test_a_skipped_abort_marker_is_written_before_the_id_can_write_again(
+    brokers: ProcessCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The driver fences a task's transaction (Spark's abort of a failed batch, or the sweep
+    of a lingering one) while the leader of one of its partitions is offline. A 4.x
+    coordinator skips that partition's ABORT marker too, and completes the abort. When a later
+    transaction of the same id writes there (a task of a later batch that takes the id again),
+    it joins the aborted range, and its commit makes the aborted records visible: a duplicate
+    of their replay (without the sink's repair, this test's last read shows them). The fence
+    waits for the leader and writes the marker itself. 3.9.2's coordinator waits for the
+    leader and writes the marker."""
+    t = _a_transaction_to_abort(brokers)
+    bootstrap, topic, tid, producer, offline = t.bootstrap, t.topic, t.tid, t.producer, t.offline
+    live = next(p for p, leader in t.leaders().items() if leader != t.down)
+    producer.begin_transaction()
+    for n in range(10):
+        producer.produce(topic, value=f"aborted-{n}".encode(), partition=offline)
+        producer.produce(topic, value=f"aborted-live-{n}".encode(), partition=live)
+    assert producer.flush(30) == 0
+    with TransactionAdmin({"bootstrap.servers": bootstrap}) as txn_admin:
+        now = describe(txn_admin, tid)
+    aborted = Committable(tid, now.producer_id, now.epoch, 20, now.partitions, now.start_time_ms)
+    committer = KafkaCommitter({"bootstrap.servers": bootstrap}, t.naming, 60.0)
+    try:
+        t.take_the_leader_offline()
+        # The driver's fence: it waits for the leader (a 3.x coordinator too, for its markers).
+        fence = threading.Thread(target=committer.abort, args=(aborted,))
+        with caplog.at_level("WARNING", logger="connectors.kafka.sink.marker_repair"):
+            fence.start()
+            time.sleep(2)
+            assert fence.is_alive(), "the fence returned while a partition had no leader"
+            brokers.start_node(t.down)
+            fence.join(90)
+        assert not fence.is_alive(), "the fence never returned"
+    finally:
+        committer.close()
+    tp = TopicPartition(topic, offline)
+    back = time.monotonic() + 60
+    while not _leader_answers(bootstrap, [tp]):
+        assert time.monotonic() < back, "the restarted leader never answered"
+        time.sleep(1)
+    with TransactionAdmin({"bootstrap.servers": bootstrap}) as txn_admin:
+        assert open_on_partitions(txn_admin.kafka_admin, [tp]) == [], "the range stayed open"
+    repaired = [r for r in caplog.records if r.getMessage().startswith(REPAIRED)]
+    assert len(repaired) == (1 if SKIPS_THE_MARKER[brokers.version] else 0), repaired
+    assert stable_and_end(bootstrap, topic, offline) == (11, 11), "10 records and a marker"
+
+    # A later batch's task takes the aborted id again and commits on the same partition.
+    later = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    later.init_transactions(30)
+    later.begin_transaction()
+    for n in range(10):
+        later.produce(topic, value=f"later-{n}".encode(), partition=offline)
+    assert later.flush(30) == 0
+    later.commit_transaction(30)
+    expected = Counter(f"later-{n}" for n in range(10))
+    assert values(bootstrap, topic, "read_committed") == expected, "aborted records visible"
+
+
+def test_a_task_that_joined_an_aborted_range_fails_its_pre_commit(
+    brokers: ProcessCluster,
+) -> None:
+    """An abort the driver never saw (here a producer's own, as the coordinator's timeout would
+    be) while a partition's leader is offline: a 4.x coordinator skips that partition's ABORT
+    marker, and nobody writes it. A task whose attempt then takes the same id writes to the
+    partition and joins the aborted range. Its pre-commit must fail (without the check, its
+    commit would make the aborted records visible), and the driver's fence then aborts the
+    whole range. 3.9.2 waits for the leader and writes the marker: the task pre-commits."""
+    t = _a_transaction_to_abort(brokers)
+    bootstrap, topic, tid, producer, offline = t.bootstrap, t.topic, t.tid, t.producer, t.offline
+    producer.begin_transaction()
+    for n in range(10):
+        producer.produce(topic, value=f"aborted-{n}".encode(), partition=offline)
+    assert producer.flush(30) == 0
+    t.take_the_leader_offline()
+    # The producer's own abort; a 3.x coordinator holds it until the leader is back.
+    abort = threading.Thread(target=producer.abort_transaction, args=(90,))
+    abort.start()
+    time.sleep(2)
+    brokers.start_node(t.down)
+    abort.join(90)
+    assert not abort.is_alive(), "the abort never returned"
+    tp = TopicPartition(topic, offline)
+    back = time.monotonic() + 60
+    while not _leader_answers(bootstrap, [tp]):
+        assert time.monotonic() < back, "the restarted leader never answered"
+        time.sleep(1)
+
+    writer = ExactlyOnceWriter({"bootstrap.servers": bootstrap}, topic, [tid], timeout_s=30)
+    later = [f"later-{n}" for n in range(5)]
+    rows = pa.RecordBatch.from_pydict(
+        {"value": later, "partition": pa.array([offline] * len(later), pa.int32())}
+    )
+    committer = KafkaCommitter({"bootstrap.servers": bootstrap}, t.naming, 60.0)
+    try:
+        if SKIPS_THE_MARKER[brokers.version]:
+            with pytest.raises(DeliveryFailed, match="joined an aborted transaction's records"):
+                writer.write_and_pre_commit(1, [rows])
+            committer.abort_lingering([])  # the driver's sweep
+            assert values(bootstrap, topic, "read_committed") == Counter()
+        else:
+            committable = writer.write_and_pre_commit(1, [rows])
+            assert committer.commit_all([committable]) == []
+            assert values(bootstrap, topic, "read_committed") == Counter(later)
+    finally:
+        committer.close()
+    stable, end = stable_and_end(bootstrap, topic, offline)
+    assert stable == end, "a range stayed open"

@@ -3,9 +3,10 @@
 Faults injected: a record above the producer's ``message.max.bytes``, or above the topic's
 limit on the broker, arrives after the task's transaction has already written records to the
 log; the producer is fenced mid-task; the task outlives its transaction. The task must stop
-with an error that names what happened and the fix, abort its transaction (read_committed
-readers see none of the records that read_uncommitted readers see), and leave no lingering
-transaction behind. A full local queue is no failure: it only delays records, in order.
+with an error that names what happened and the fix, and leave its transaction open for the
+driver (read_committed readers see none of the records that read_uncommitted readers see),
+whose fence aborts it and checks its ABORT markers. A full local queue is no failure: it only
+delays records, in order.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from confluent_kafka import Producer
 
 from checkpoint.errors import ConfigError
+from checkpoint.model import Committable
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
 from connectors.kafka.sink.writer import DeliveryFailed, TransactionTooLong
@@ -33,7 +35,7 @@ from kafka_eos.operations.drain import drain
 pytestmark = pytest.mark.kafka
 
 
-def test_an_oversized_record_aborts_the_tasks_transaction(
+def test_an_oversized_record_fails_the_task_and_leaves_its_transaction_to_the_driver(
     versioned_kafka: KafkaCluster, admin: TransactionAdmin
 ) -> None:
     bootstrap = versioned_kafka.bootstrap_servers
@@ -68,7 +70,18 @@ def _assert_aborted_after_writing(
 ) -> None:
     assert values(bootstrap, topic, "read_uncommitted") == {"small-0": 1, "small-1": 1}
     assert values(bootstrap, topic, "read_committed") == {}
+    # Held, so that a retry takes another id; the driver's fence (the sweep) aborts it.
+    now = describe(admin, tid)
+    assert now.state == TxnState.ONGOING
+    committer = KafkaCommitter({"bootstrap.servers": bootstrap}, None, 30.0)
+    try:
+        committer.abort(
+            Committable(tid, now.producer_id, now.epoch, 2, now.partitions, now.start_time_ms)
+        )
+    finally:
+        committer.close()
     assert describe(admin, tid).state == TxnState.COMPLETE_ABORT
+    assert values(bootstrap, topic, "read_committed") == {}
 
 
 def test_a_task_that_outlives_its_transaction_fails_before_the_broker_aborts_it(
@@ -97,13 +110,15 @@ def test_a_task_that_outlives_its_transaction_fails_before_the_broker_aborts_it(
     assert f"transaction {tid} has been open" in message
     assert "transaction.timeout.ms = 4000" in message and "maxOffsetsPerTrigger" in message
     assert "A batch that can never fit" in message
-    assert describe(admin, tid).state in (TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT)
+    # Left open for the driver's fence, unless the broker's timeout aborted it meanwhile.
+    left = (TxnState.ONGOING, TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT)
+    assert describe(admin, tid).state in left
     assert values(bootstrap, topic, "read_committed") == {}
 
 
 # The write path hands each Arrow batch to librdkafka in one produce_batch call per topic, and
-# hears of a record only when it failed. Each way a record can fail must still stop the task,
-# abort its transaction and leave nothing for read_committed readers. The producer does not
+# hears of a record only when it failed. Each way a record can fail must still stop the task
+# and leave nothing for read_committed readers. The producer does not
 # depend on the broker's transaction version: the default Kafka only.
 
 

@@ -45,7 +45,7 @@ from kafka.admin import AbortTransactionSpec, KafkaAdminClient
 from kafka.structs import TopicPartition
 
 from connectors.kafka.partition_txns import OpenOnPartition, open_on_partitions
-from connectors.kafka.sink.exactly_once_writer import CLOCK_SKEW_TOLERANCE_MS
+from connectors.kafka.sink.lifetime import CLOCK_SKEW_TOLERANCE_MS
 from connectors.kafka.sink.naming import OwnedId
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import TxnDescription, TxnState

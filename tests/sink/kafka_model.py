@@ -912,12 +912,10 @@ class ModelProducer:
             "topics": topics,
         }
 
-    def abort_transaction(self, timeout: float = 0) -> None:
-        assert self._identity is not None
-        self._kafka.await_markers(self._tid)
-        error = self._kafka.end_txn(self._tid, *self._identity, commit=False, v2=False)
-        if error is not Errors.NoError:
-            raise KafkaException(KafkaError(KafkaError._FENCED, error.__name__))
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Drop the local queue: nothing of it reaches the model (none is in flight here)."""
+        if in_queue:
+            self._queued = []
 
 
 @dataclass(frozen=True)

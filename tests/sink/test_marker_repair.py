@@ -21,7 +21,8 @@ from checkpoint.model import Committable, Snapshot
 from checkpoint.store import SnapshotStore
 from connectors.kafka.partition_txns import BatchHeader, OpenOnPartition
 from connectors.kafka.sink import commit_path, marker_repair
-from connectors.kafka.sink.errors import CommitMarkerSkippedError
+from connectors.kafka.sink.errors import AbortMarkerSkippedError, CommitMarkerSkippedError
+from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.sink.owed_markers import Reason
 from connectors.kafka.txn_state import TxnDescription, TxnState
 
@@ -32,6 +33,14 @@ OPEN = OpenOnPartition(TP.topic, TP.partition, P, E, 3, 120, START + 500)
 COMMITTED = TxnDescription(
     C.transactional_id, TxnState.COMPLETE_COMMIT, P, E + 1, 1, 60_000, START, ()
 )
+NAMING = TransactionalIdNaming("q", "0a1b2c3d")
+# Another task's transaction, fenced by the driver under V2 (the epoch moved on to F + 1), open
+# on another partition of the topic: its ABORT marker was skipped.
+Q, F, TP2 = 5_000, 2, TopicPartition("out", 1)
+ABORTED_ID = NAMING.transactional_id(1, 0)
+FENCED = marker_repair.Fenced(ABORTED_ID, Q, F, ((TP2.topic, TP2.partition),))
+ABORTED_OPEN = OpenOnPartition(TP2.topic, TP2.partition, Q, F, 4, 60, START + 700)
+ABORTED = TxnDescription(ABORTED_ID, TxnState.COMPLETE_ABORT, Q, F + 1, 1, 60_000, START, ())
 # What a look finds on the partition: the screen's answer, or an error it raises.
 Look = list[OpenOnPartition] | Exception
 
@@ -46,6 +55,9 @@ class Brokers:
     write_error: Exception | None = None
     markers: list[tuple[TopicPartition, int, int, int]] = field(default_factory=list)
     reconnects: int = 0
+    views: dict[str, TxnDescription | None] = field(default_factory=dict)  # other ids'
+    v2: bool = True  # the coordinators move the epoch on when they end a transaction
+    aborts: list[tuple[TopicPartition, int, int, int, bool]] = field(default_factory=list)
     current: list[OpenOnPartition] = field(default_factory=list)
 
     def screen(self) -> list[TopicPartition]:
@@ -60,13 +72,21 @@ class Brokers:
     kafka_admin = None
 
     def describe(self, ids: list[str], *, deadline: Deadline) -> dict[str, TxnDescription | None]:
-        return {i: self.coordinator for i in ids}
+        return {i: self.views.get(i, self.coordinator) for i in ids}
+
+    def write_abort_marker(
+        self, tp: TopicPartition, producer_id: int, epoch: int, coordinator_epoch: int, *,
+        guarded: bool,
+    ) -> None:  # fmt: skip
+        if self.write_error is not None:
+            raise self.write_error
+        self.aborts.append((tp, producer_id, epoch, coordinator_epoch, guarded))
 
     def first_batch_at(self, tp: TopicPartition, offset: int, *, deadline: Deadline) -> BatchHeader:
         return BatchHeader(offset, P, E, True)
 
     def epoch_bumps_on_end_at(self, node_id: int, *, deadline: Deadline) -> bool:
-        return True
+        return self.v2
 
     def write_commit_marker(
         self, tp: TopicPartition, producer_id: int, epoch: int, coordinator_epoch: int
@@ -97,14 +117,13 @@ def brokers(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Brokers]]
     yield make
 
 
-def settle(b: Brokers, timeout_s: float = 5.0) -> list[TopicPartition]:
-    return marker_repair.settle(
-        b,
-        3,
-        [C],
-        deadline=Deadline(timeout_s),
-        reconnect=b.reconnect,  # type: ignore[arg-type]
-    )
+def settle(b: Brokers, timeout_s: float = 5.0, *, fenced: bool = False) -> list[TopicPartition]:
+    """The decision's COMMIT markers; with ``fenced``, right after the driver fenced the
+    transaction open on ``TP2`` (``FENCED``): its ABORT markers."""
+    deadline = Deadline(timeout_s)
+    if fenced:
+        return marker_repair.settle_fenced(b, [FENCED], deadline=deadline, reconnect=b.reconnect)  # type: ignore[arg-type]
+    return marker_repair.settle(b, 3, [C], deadline=deadline, reconnect=b.reconnect)  # type: ignore[arg-type]
 
 
 def test_an_owed_marker_is_written_once_and_confirmed_by_the_next_look(brokers) -> None:
@@ -184,6 +203,99 @@ def test_a_range_the_coordinators_own_marker_closes_is_left_to_it(brokers) -> No
     next finds it closed: nothing written, nothing reported repaired."""
     b = brokers([OPEN], [], coordinator=replace(COMMITTED, state=TxnState.PREPARE_COMMIT))
     assert settle(b) == [] and b.markers == []
+
+
+# -- the ABORT markers of the transactions the driver fences --------------------------------------
+
+
+def test_a_skipped_abort_marker_is_written_right_after_the_fence(brokers) -> None:
+    """Its ABORT marker at the epoch the fence moved to, guarded (V2); then the range is
+    closed, and a task that takes the id again cannot join the aborted records."""
+    b = brokers([ABORTED_OPEN], [], views={ABORTED_ID: ABORTED})
+    assert settle(b, fenced=True) == [TP2]
+    assert b.aborts == [(TP2, Q, F + 1, 4, True)] and b.markers == []
+
+
+def test_a_fence_under_v1_gets_a_legacy_abort_marker_at_the_fenced_epoch(brokers) -> None:
+    b = brokers([ABORTED_OPEN], [], views={ABORTED_ID: ABORTED}, v2=False)
+    assert settle(b, fenced=True) == [TP2]
+    assert b.aborts == [(TP2, Q, F + 1, 4, False)]
+
+
+def test_a_fence_whose_markers_all_landed_writes_nothing(brokers) -> None:
+    b = brokers([], views={ABORTED_ID: ABORTED})
+    assert settle(b, fenced=True) == [] and b.aborts == []
+
+
+def test_another_producer_open_on_the_partition_is_left_alone(brokers) -> None:
+    """The batch's own pre-committed transactions share the fenced one's partitions."""
+    other = replace(ABORTED_OPEN, producer_id=Q + 1)
+    b = brokers([other], views={ABORTED_ID: ABORTED})
+    assert settle(b, fenced=True) == [] and b.aborts == []
+
+
+def test_an_abort_begun_long_after_the_last_write_is_no_evidence(brokers) -> None:
+    late = replace(ABORTED, start_time_ms=ABORTED_OPEN.last_timestamp_ms + 61_000)
+    b = brokers([ABORTED_OPEN], views={ABORTED_ID: late})
+    with pytest.raises(AbortMarkerSkippedError) as raised:
+        settle(b, fenced=True)
+    assert raised.value.reason is Reason.INCONSISTENT and b.aborts == []
+
+
+def test_a_later_transaction_of_the_id_that_joined_the_range_is_left_to_its_own_end(
+    brokers,
+) -> None:
+    """A zombie took the id after the fence and wrote there: the range is its transaction's
+    now, open at its coordinator, and its own end (the next sweep's fence) ends it."""
+    joined = replace(ABORTED_OPEN, producer_epoch=F + 2)
+    ongoing = replace(ABORTED, state=TxnState.ONGOING, epoch=F + 2, start_time_ms=START + 9_000)
+    b = brokers([joined], views={ABORTED_ID: ongoing})
+    assert settle(b, fenced=True) == [] and b.aborts == []
+
+
+def test_an_abort_still_being_written_is_waited_for(brokers) -> None:
+    aborting = replace(ABORTED, state=TxnState.PREPARE_ABORT)
+    b = brokers([ABORTED_OPEN], views={ABORTED_ID: aborting})
+    with pytest.raises(AbortMarkerSkippedError) as raised:
+        settle(b, timeout_s=0.05, fenced=True)
+    assert raised.value.reason is Reason.COORDINATOR_PREPARING and raised.value.waits
+    assert raised.value.transactional_id == ABORTED_ID and b.aborts == []
+
+
+def test_a_leader_offline_past_the_deadline_stops_and_names_the_fenced_partitions(
+    brokers,
+) -> None:
+    b = brokers(Errors.KafkaTimeoutError("no leader"))
+    with pytest.raises(AbortMarkerSkippedError) as raised:
+        settle(b, timeout_s=0.05, fenced=True)
+    assert raised.value.reason is Reason.LEADER_OFFLINE and raised.value.waits
+    assert raised.value.partitions == [(TP2.topic, TP2.partition)] and b.aborts == []
+    assert "--topic out" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        replace(ABORTED, state=TxnState.COMPLETE_COMMIT),  # a commit: an abort would lose it
+        replace(ABORTED, state=TxnState.ONGOING, epoch=F + 1, start_time_ms=START + 9_000),
+        None,
+    ],
+    ids=["committed", "moved on", "unknown"],
+)
+def test_without_the_abort_that_ended_it_no_marker_is_written(brokers, view) -> None:
+    b = brokers([ABORTED_OPEN], views={ABORTED_ID: view})
+    with pytest.raises(AbortMarkerSkippedError) as raised:
+        settle(b, fenced=True)
+    assert raised.value.reason is Reason.INCONSISTENT and not raised.value.waits
+    assert "find-hanging" in str(raised.value) and b.aborts == []
+
+
+@pytest.mark.timeout(10)
+def test_a_range_still_open_after_its_abort_marker_stops(brokers) -> None:
+    b = brokers([ABORTED_OPEN], views={ABORTED_ID: ABORTED})
+    with pytest.raises(AbortMarkerSkippedError) as raised:
+        settle(b, fenced=True)
+    assert raised.value.reason is Reason.INCONSISTENT and len(b.aborts) == 1
 
 
 # -- when the settle runs (commit_path.settle_newest_decision) ------------------------------------

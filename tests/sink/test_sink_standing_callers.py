@@ -12,18 +12,22 @@ from dataclasses import replace
 
 import kafka.errors as Errors
 import pytest
+from kafka.structs import TopicPartition
 
 from checkpoint.deadline import Deadline
 from checkpoint.model import Committable
 from connectors.kafka.end_txn import EndTxnTarget
 from connectors.kafka.fence import FenceOutcome, FenceResult
+from connectors.kafka.partition_txns import BatchHeader, OpenOnPartition
+from connectors.kafka.sink import exactly_once_writer, marker_repair
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.errors import (
     CommitUndeterminedError,
     PreCommitLostError,
     TransactionLostError,
 )
-from connectors.kafka.sink.exactly_once_writer import CLOCK_SKEW_TOLERANCE_MS, ExactlyOnceWriter
+from connectors.kafka.sink.exactly_once_writer import ExactlyOnceWriter
+from connectors.kafka.sink.lifetime import CLOCK_SKEW_TOLERANCE_MS
 from connectors.kafka.sink.naming import TransactionalIdNaming
 from connectors.kafka.sink.writer import DeliveryFailed
 from connectors.kafka.txn_state import TxnDescription, TxnState
@@ -41,13 +45,18 @@ RIVAL = replace(OPEN, producer_id=P + 1, epoch=0)  # another attempt took the id
 
 
 class Admin:
-    """The coordinators, as a dict of descriptions; fences are recorded, and succeed."""
+    """The coordinators, as a dict of descriptions; fences are recorded, and succeed. The
+    partitions' leaders show ``opened`` (DescribeProducers), each range beginning with a batch
+    of ``first`` (producer id, epoch)."""
 
     def __init__(self, *described: TxnDescription | None, bumps: bool = False) -> None:
         self.described: dict[str, TxnDescription | None] = {TID: None}
         self.described.update({d.transactional_id: d for d in described if d is not None})
         self.bumps = bumps
         self.fenced: list[EndTxnTarget] = []
+        self.kafka_admin = self  # what DescribeProducers asks (the fixture ``leaders``)
+        self.opened: list[OpenOnPartition] = []
+        self.first = (P, E)
 
     def describe(self, ids: Iterable[str]) -> dict[str, TxnDescription | None]:
         return {tid: self.described.get(tid) for tid in ids}
@@ -57,6 +66,9 @@ class Admin:
 
     def list_transactional_ids(self, prefix: str, *, ongoing_only: bool = True) -> list[str]:
         return sorted(tid for tid, d in self.described.items() if d is not None)
+
+    def first_batch_at(self, tp: TopicPartition, offset: int) -> BatchHeader:
+        return BatchHeader(offset, *self.first, True)
 
     def fence_transactions(
         self, targets: Sequence[EndTxnTarget], *, deadline: Deadline
@@ -166,6 +178,69 @@ def test_a_purge_shown_as_a_fence_says_so(now: TxnDescription, shown: str) -> No
     )
 
 
+# -- the writer's check of a range joined after an abort ----------------------------------------
+
+
+@pytest.fixture
+def leaders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DescribeProducers answered from the writer's :class:`Admin`; no broker asked."""
+    for module in (exactly_once_writer, marker_repair):
+        monkeypatch.setattr(module, "open_on_partitions", lambda admin, tps: admin.opened)
+    monkeypatch.setattr(marker_repair, "unstable_partitions", lambda *a, **k: [])
+
+
+OWN_RANGE = OpenOnPartition("out", 0, P, E, 3, 40, START + 10)
+
+
+@pytest.mark.parametrize(
+    "first", [(P, E - 2), (P + 9, 0)], ids=["an earlier epoch's", "another producer's"]
+)
+def test_a_transaction_that_joined_an_aborted_range_is_refused(leaders, first) -> None:
+    w = writer(OPEN)
+    w._admin.opened, w._admin.first = [OWN_RANGE], first  # type: ignore[union-attr]
+    with pytest.raises(DeliveryFailed, match=r"joined an aborted transaction's records on out-0"):
+        w._refuse_a_joined_range(w._describe_own_transaction())
+
+
+def test_a_transaction_whose_range_is_its_own_passes(leaders) -> None:
+    w = writer(OPEN)
+    other = replace(OWN_RANGE, producer_id=P + 1)  # another task's, which it may be
+    w._admin.opened = [OWN_RANGE, other]  # type: ignore[union-attr]
+    w._admin.first = (P, E)  # type: ignore[union-attr]
+    w._refuse_a_joined_range(w._describe_own_transaction())
+
+
+def test_a_principal_that_may_not_read_the_partitions_is_told_the_acl(monkeypatch) -> None:
+    def refused(admin: object, tps: object) -> list[OpenOnPartition]:
+        raise Errors.TopicAuthorizationFailedError("DescribeProducers of out-0")
+
+    monkeypatch.setattr(exactly_once_writer, "open_on_partitions", refused)
+    w = writer(OPEN)
+    with pytest.raises(DeliveryFailed, match=r"--operation Read --operation Describe --topic"):
+        w._refuse_a_joined_range(w._describe_own_transaction())
+
+
+@pytest.mark.parametrize(
+    ("last", "checks"),
+    [
+        (None, False),
+        (TxnState.COMPLETE_COMMIT, False),
+        (TxnState.COMPLETE_ABORT, True),
+        (TxnState.EMPTY, True),
+    ],
+)
+def test_only_an_id_whose_last_transaction_was_aborted_is_checked(
+    monkeypatch: pytest.MonkeyPatch, last: TxnState | None, checks: bool
+) -> None:
+    w = writer(None)
+    before = None if last is None else replace(OPEN, state=last, epoch=E - 1)
+    w._admin.described[TID] = before  # type: ignore[union-attr]
+    monkeypatch.setattr(w, "_new_producer", lambda config: object())
+    monkeypatch.setattr(w, "_connect", lambda producer, topic: None)
+    w._producer_on_a_free_id("out")
+    assert w._after_abort is checks
+
+
 # -- the driver: verify, a refused commit, the sweep ------------------------------------------
 
 DECIDED = Committable(TID, P, E, 6, (OUT_0, OUT_1), START)
@@ -271,7 +346,7 @@ def test_a_refused_commit_of_a_committed_transaction_is_success(bumps: bool) -> 
     committer(done, bumps=bumps)._check_committed(DECIDED, Errors.InvalidProducerEpochError)
 
 
-def test_the_sweep_fences_every_open_transaction_no_decision_holds() -> None:
+def test_the_sweep_fences_every_open_transaction_no_decision_holds(leaders) -> None:
     ids = [NAMING.transactional_id(0, slot) for slot in range(5)]
     open_ = [replace(OPEN, transactional_id=tid) for tid in ids]
     c = committer(

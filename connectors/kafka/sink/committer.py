@@ -34,7 +34,7 @@ from connectors.kafka.sink.errors import (
 )
 from connectors.kafka.sink.lifetime import commit_margin_ms, remaining_ms
 from connectors.kafka.sink.listing import open_transactions
-from connectors.kafka.sink.marker_repair import settle
+from connectors.kafka.sink.marker_repair import Fenced, settle, settle_fenced
 from connectors.kafka.sink.naming import NO_OWNER, TransactionalIdNaming
 from connectors.kafka.sink.outcome import Outcome, outcome, shown
 from connectors.kafka.sink.owners import Entry, OwnerRegistry, Unknown
@@ -244,9 +244,8 @@ class KafkaCommitter:
         that already ended is fenced all the same, so that its producer cannot go on."""
         if committable.wrote_nothing:
             return
-        self._fence_all(
-            [EndTxnTarget(committable.transactional_id, committable.producer_id, committable.epoch)]
-        )
+        c = committable
+        self._fence_all([Fenced(c.transactional_id, c.producer_id, c.epoch, c.partitions)])
 
     def abort_lingering(self, keep: Sequence[Committable]) -> None:
         """Fence every open transaction of this query that ``keep`` does not name; then
@@ -264,7 +263,7 @@ class KafkaCommitter:
         for c in keep:
             kept.setdefault(c.transactional_id, []).append(c)
         foreign: dict[str, list[str]] = {}
-        lingering: list[EndTxnTarget] = []
+        lingering: list[Fenced] = []
         for now in open_transactions(self.admin, naming.prefix):
             owner = naming.foreign_owner(now.transactional_id)
             if owner is not None:
@@ -278,7 +277,9 @@ class KafkaCommitter:
                     "that died or lost to another attempt of its task left it",
                     now.transactional_id, now.producer_id, now.epoch,
                 )  # fmt: skip
-                lingering.append(EndTxnTarget(now.transactional_id, now.producer_id, now.epoch))
+                lingering.append(
+                    Fenced(now.transactional_id, now.producer_id, now.epoch, now.partitions)
+                )
         self._fence_all(lingering)
         if foreign:
             now_ms = int(self._wall_clock() * 1000)
@@ -312,12 +313,20 @@ class KafkaCommitter:
             wall_clock=self._wall_clock,
         )
 
-    def _fence_all(self, targets: Sequence[EndTxnTarget]) -> None:
-        """Fence every target at once (:meth:`TransactionAdmin.fence_transactions`): each one's
-        transaction is aborted, and its producer can write no more."""
-        if not targets:
+    def _fence_all(self, fenced: Sequence[Fenced]) -> None:
+        """Fence every transaction at once (:meth:`TransactionAdmin.fence_transactions`): each
+        one is aborted, and its producer can write no more. Then its ABORT markers, before the
+        id can be taken again (:func:`connectors.kafka.sink.marker_repair.settle_fenced`): a
+        Kafka 4.x coordinator skips those of a partition whose leader is offline."""
+        if not fenced:
             return
+        targets = [EndTxnTarget(f.transactional_id, f.producer_id, f.epoch) for f in fenced]
         outcomes = self.admin.fence_transactions(targets, deadline=Deadline(self._timeout_s))
+        done = [f for f in fenced if outcomes[f.transactional_id].done]
+        # The markers of those fenced first, also when another fence failed.
+        settle_fenced(
+            self.admin, done, deadline=Deadline(self._timeout_s), reconnect=self._reconnect
+        )
         for fence in outcomes.values():
             if fence.result is FenceResult.TIMED_OUT:
                 raise DeadlineExceeded(str(fence))

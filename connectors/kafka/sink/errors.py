@@ -236,6 +236,54 @@ class CommitMarkerSkippedError(KafkaEosError):
         )
 
 
+class AbortMarkerSkippedError(KafkaEosError):
+    """A transaction the driver fenced is still open on a partition of the output: its
+    coordinator skipped the ABORT marker (KAFKA-20734), and the sink could not write it safely
+    (:func:`connectors.kafka.sink.marker_repair.settle_fenced`). Raised before the id is used
+    again by this driver: a later transaction of the id that wrote to the partition would join
+    the aborted range, and its commit would make the aborted records visible, duplicates of
+    their replay."""
+
+    code = "KAFKA_EOS.SINK.ABORT_MARKER_SKIPPED"
+
+    def __init__(
+        self,
+        reason: Reason,
+        detail: str,
+        *,
+        waits: bool,
+        transactional_id: str | None,
+        partitions: Sequence[tuple[str, int]],
+        start_offset: int | None,
+    ) -> None:
+        """``waits``: the leader or the coordinator did not answer in time, and a later look
+        may still write the marker; otherwise no automatic marker is safe."""
+        self.reason = reason
+        self.detail = detail
+        self.waits = waits
+        self.transactional_id = transactional_id
+        self.partitions = list(partitions)
+        self.start_offset = start_offset
+        where = _names(self.partitions)
+        topics = " ".join(f"--topic {t}" for t in sorted({t for t, _ in self.partitions}))
+        what = "a transaction" if transactional_id is None else f"transaction {transactional_id}"
+        opened = "" if start_offset is None else f" (from offset {start_offset})"
+        state = "may still be open" if waits else "is still open"
+        super().__init__(
+            f"the driver fenced {what}, which {state} on {where}{opened}: no ABORT marker "
+            f"could be written there: {detail} [{reason.value}]. A Kafka 4.x transaction "
+            "coordinator skips the markers of a partition whose leader is offline as it ends a "
+            "transaction (KAFKA-20734); read_committed readers of the partition stop at the "
+            "open range until it gets one, and a later transaction of the same id that wrote "
+            "there would commit the aborted records with its own. Once the partition has a "
+            "leader, end the range before restarting the query: `kafka-eos txn find-hanging "
+            f"--bootstrap-servers <brokers> {topics} --older-than 0s` shows it and its "
+            "coordinator's view; where that shows CompleteAbort at the range's epoch + 1, "
+            "`--abort --force` writes the marker "
+            "(docs/sink.md, runbook). Do not reset the checkpoint."
+        )
+
+
 def _names(partitions: Sequence[tuple[str, int]]) -> str:
     return ", ".join(f"{t}-{p}" for t, p in partitions)
 

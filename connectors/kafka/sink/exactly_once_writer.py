@@ -5,7 +5,7 @@ Runs in a Spark task on an executor. One Kafka transaction per task attempt per 
 (micro-batch), on one of the task's transactional ids (:mod:`connectors.kafka.sink.naming`):
 
 1. take the first of the task's ids that is free: unknown, Empty, or its last transaction
-   ended (committed, or aborted by its own producer or a fence). An open one belongs to
+   ended (committed, or aborted by a fence or its timeout). An open one belongs to
    another attempt of this task (a speculative copy, a zombie), whose transaction the driver
    may already have verified or decided, and ``init_transactions`` on its id would abort it.
    The producer is built and connected first, and the id described right before its
@@ -16,7 +16,13 @@ Runs in a Spark task on an executor. One Kafka transaction per task attempt per 
    (:class:`TransactionTooLong`) instead of leaving the broker to abort it later;
 3. on the barrier (the end of the input) ``pre_commit``: flush, then describe the transaction
    to learn its producer id, epoch and start time, and return them as the committable. No
-   commit here: the driver commits once the whole batch succeeded.
+   commit here: the driver commits once the whole batch succeeded. On an id whose last
+   transaction was aborted, first check that this transaction joined no range that the abort
+   left open (:meth:`ExactlyOnceWriter._refuse_a_joined_range`).
+
+An attempt that fails does not abort its transaction: it leaves it open, and so its id held,
+for the driver, whose fence aborts it and then makes sure of its ABORT markers
+(:func:`connectors.kafka.sink.marker_repair.settle_fenced`).
 
 Step 1 is a describe, then an init: another attempt may take the same id in between. The
 describe at step 3 alone cannot tell whose transaction it sees then: the id's open transaction
@@ -43,14 +49,21 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import kafka.errors as Errors
 import pyarrow as pa
 from confluent_kafka import KafkaException, Producer
+from kafka.structs import TopicPartition
 
 from checkpoint.crashpoints import CrashPoint, crash_point
 from checkpoint.deadline import Deadline
 from checkpoint.model import Committable
 from connectors.kafka.client_pool import ClientPool
-from connectors.kafka.sink.lifetime import commit_margin_ms, transaction_timeout_ms
+from connectors.kafka.partition_txns import open_on_partitions
+from connectors.kafka.sink.lifetime import (
+    CLOCK_SKEW_TOLERANCE_MS,
+    commit_margin_ms,
+    transaction_timeout_ms,
+)
 from connectors.kafka.sink.writer import BaseWriter, DeliveryFailed, TransactionTooLong
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import Standing, TxnState, standing_of
@@ -58,14 +71,12 @@ from connectors.kafka.txn_state import Standing, TxnState, standing_of
 # How often librdkafka reports the producer's id, epoch and partitions; a pre-commit waits for
 # one report made after its flush began, at most this long after the flush.
 _STATS_INTERVAL_MS = 20
-# How far the coordinator's clock (a transaction's start time) may be ahead of the executor's
-# (when the first record was acknowledged) before a transaction counts as begun too late.
-CLOCK_SKEW_TOLERANCE_MS = 60_000
 # A partition's statistics that count its records: transmitted, or still queued or in flight.
 _SENT_COUNTS = ("txmsgs", "msgs", "msgq_cnt", "xmit_msgq_cnt", "msgs_inflight")
 # Where the coordinator's describe says an id is free to take: nothing open on it, and any
 # transaction it held ended by its own producer or by a fence (every abort of the sink is one).
 _FREE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
+_AFTER_ABORT = frozenset({TxnState.EMPTY, TxnState.COMPLETE_ABORT})
 
 
 class _ProducerStats:
@@ -152,6 +163,9 @@ class ExactlyOnceWriter(BaseWriter):
         self._age_limit_ms = timeout_ms - commit_margin_ms(timeout_ms, int(commit_timeout_s * 1000))
         self._timeout_ms = timeout_ms
         self._begun_at: float | None = None
+        # The id's last transaction was aborted (or it holds none): an abort whose marker a
+        # partition never got may have left a range open that this transaction could join.
+        self._after_abort = False
 
     def _open(self, topic: str) -> Producer:
         producer, self.transactional_id = self._producer_on_a_free_id(topic)
@@ -182,14 +196,16 @@ class ExactlyOnceWriter(BaseWriter):
             now = admin.describe([tid])[tid]
             if now is None or now.state in _FREE:
                 self._stats = stats
+                self._after_abort = now is not None and now.state in _AFTER_ABORT
                 return producer, tid
             held.append(
                 f"{tid} ({now.state.value}, producer id {now.producer_id}, epoch {now.epoch})"
             )
         raise DeliveryFailed(
             f"every transactional id of this task holds an open transaction: {', '.join(held)}. "
-            "Each belongs to another attempt of the task, still running or dead before the "
-            "driver aborted it; taking one would abort a transaction the driver may be "
+            "Each belongs to another attempt of the task, still running, or failed or dead "
+            "before the driver aborted it (a failed attempt leaves its transaction open for "
+            "the driver's fence); taking one would abort a transaction the driver may be "
             "committing. The driver aborts them when it commits or aborts the batch; "
             "`kafka-eos txn list` shows them. Retry the task, or check why so many attempts of "
             "it ran at once"
@@ -264,19 +280,77 @@ class ExactlyOnceWriter(BaseWriter):
             self._flush()
             self._check_age()
             self._await_report_after(self._stats.reports)
-            return self._describe_own_transaction()
+            committable = self._describe_own_transaction()
+            if self._after_abort:
+                self._refuse_a_joined_range(committable)
+            return committable
         except BaseException:
-            # Aborting here cannot drop anything decided: the batch has no decision before
-            # every task returned its committable. Best effort: if it fails, the driver's
-            # sweep of lingering transactions aborts it.
+            # Not aborted here: the driver fences it (Spark's abort of the batch, or the sweep
+            # before its decision), and then makes sure of its ABORT markers, which a Kafka 4.x
+            # coordinator skips where a partition's leader is offline (KAFKA-20734). An abort
+            # from here would leave such a range open with nobody checking, and a later
+            # transaction of the id would join it. Meanwhile the id stays held, so a retry of
+            # the task takes another. The queue is purged so that dropping the producer does
+            # not wait for records nobody will commit.
             if self._producer is not None:
                 with contextlib.suppress(KafkaException):
-                    self._producer.abort_transaction(self._timeout_s)
+                    self._producer.purge(in_queue=True, in_flight=True, blocking=False)
             raise
         finally:
             # Drop, never close(): close() would abort the pre-committed transaction.
             self._producer = None
             self._admin = None
+
+    def _refuse_a_joined_range(self, committable: Committable) -> None:
+        """Fail if this transaction's records joined a range that an earlier, aborted
+        transaction of the same producer left open on a partition: a Kafka 4.x coordinator
+        skips the ABORT marker of a partition whose leader is offline (KAFKA-20734), and the
+        leader then counts this transaction's records into that range, so its commit would
+        make the aborted records visible too. The driver fences its transactions and writes
+        such markers itself, but an abort it did not see (the transaction's timeout, a driver
+        that died mid-fence) leaves nothing to write them. Asked only of an id whose last
+        transaction was aborted. The transaction stays open: the driver's fence aborts the
+        whole range, and Spark retries the task on another id."""
+        c = committable
+        admin = self._admin_client()
+        written = [TopicPartition(t, p) for t, p in c.partitions]
+        try:
+            opened = open_on_partitions(admin.kafka_admin, written)
+            firsts = {
+                (o.topic, o.partition): admin.first_batch_at(
+                    TopicPartition(o.topic, o.partition), o.start_offset
+                )
+                for o in opened
+                if o.producer_id == c.producer_id
+            }
+        except Errors.TopicAuthorizationFailedError as exc:
+            raise DeliveryFailed(
+                f"transaction {c.transactional_id} took an id whose last transaction was "
+                "aborted, and must check that it joined no range that abort left open, but "
+                f"this principal may not read its partitions ({exc!r}): allow READ on the "
+                "output topics (`kafka-acls --add --allow-principal User:<sink> --operation "
+                f"Read --operation Describe --topic <topic>`). {self.aftermath}"
+            ) from exc
+        for o in opened:
+            if o.producer_id != c.producer_id:
+                continue
+            first = firsts[(o.topic, o.partition)]
+            if first is not None and (first.producer_id, first.producer_epoch) == (
+                c.producer_id,
+                c.epoch,
+            ):
+                continue
+            seen = "nothing" if first is None else f"epoch {first.producer_epoch}"
+            raise DeliveryFailed(
+                f"transaction {c.transactional_id} (producer id {c.producer_id}, epoch "
+                f"{c.epoch}) joined an aborted transaction's records on {o.topic}-{o.partition}: "
+                f"the producer's open range there starts at offset {o.start_offset} with "
+                f"{seen}, an earlier transaction of the id whose ABORT marker the partition "
+                "never got (KAFKA-20734, Kafka 4.x: its leader was offline as the coordinator "
+                "ended it). Committing would make the aborted records visible. The driver's "
+                f"fence aborts the whole range; Spark retries the task on another id. "
+                f"{self.aftermath}"
+            )
 
     def _raise_why_purged(self) -> None:
         """Ask the coordinator: a transaction whose id moved past this producer's epoch was

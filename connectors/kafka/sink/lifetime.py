@@ -16,6 +16,10 @@ from typing import Any
 
 LIBRDKAFKA_DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 DECISION_WRITE_ALLOWANCE_MS = 10_000
+# How far the coordinator's clock (a transaction's start time) may be ahead of the clock that
+# stamped the transaction's records (the executor's) before the transaction counts as begun
+# after them: a later one.
+CLOCK_SKEW_TOLERANCE_MS = 60_000
 
 
 def transaction_timeout_ms(producer_config: Mapping[str, Any]) -> int:

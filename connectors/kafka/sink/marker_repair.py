@@ -1,18 +1,23 @@
-"""The sink writes the COMMIT markers that a Kafka 4.x coordinator skipped (KAFKA-20734) for
-the newest decided batch, before any task of the next batch runs.
+"""The sink writes the markers that a Kafka 4.x coordinator skipped (KAFKA-20734): the COMMIT
+markers of the newest decided batch, before any task of the next batch runs (:func:`settle`),
+and the ABORT markers of the transactions the driver fences, right after the fence
+(:func:`settle_fenced`).
 
 Why before the tasks: a task of the next batch may take the same transactional id (it is free
 once committed), and its records on the partition would join the committed transaction's open
 range; its abort would then drop the committed records, and the marker could no longer be
 written at all. Why only the newest decision: this runs before every batch's tasks, so every
-older one was settled before the tasks that followed it.
+older one was settled before the tasks that followed it. Why right after a fence: the fenced
+id is free once its abort completes, and a later transaction of it that writes to the partition
+joins the aborted range, whose commit would make the aborted records visible.
 
-The look is cheap when nothing is owed (two ListOffsets per leader of the batch's partitions);
-only a partition whose last stable offset is below its high watermark is looked at closer
-(DescribeProducers, then the coordinator and the first batch of the open range), and only the
-evidence of :func:`connectors.kafka.sink.owed_markers.judge` lets a marker be written. Anything
-else stops the query with :class:`CommitMarkerSkippedError`, after waiting up to the commit
-timeout for what may pass (a leader coming back, a coordinator still writing its markers).
+The look is cheap when nothing is owed (two ListOffsets per leader of the partitions); only a
+partition whose last stable offset is below its high watermark is looked at closer
+(DescribeProducers, then the coordinator and, for a COMMIT, the first batch of the open range),
+and only the evidence of :func:`connectors.kafka.sink.owed_markers.judge` (``judge_abort``) lets
+a marker be written. Anything else stops with :class:`CommitMarkerSkippedError`
+(:class:`AbortMarkerSkippedError`), after waiting up to the commit timeout for what may pass (a
+leader coming back, a coordinator still writing its markers).
 """
 
 from __future__ import annotations
@@ -29,10 +34,15 @@ from kafka.structs import TopicPartition
 from checkpoint.deadline import Deadline
 from checkpoint.errors import DeadlineExceeded
 from checkpoint.model import Committable
-from connectors.kafka.partition_txns import OpenOnPartition, open_on_partitions, unstable_partitions
-from connectors.kafka.sink.errors import CommitMarkerSkippedError
+from connectors.kafka.partition_txns import (
+    OpenOnPartition,
+    open_on_partitions,
+    unstable_partitions,
+)
+from connectors.kafka.sink.errors import AbortMarkerSkippedError, CommitMarkerSkippedError
 from connectors.kafka.sink.owed_markers import (
     PREPARING,
+    Leave,
     Marked,
     Reason,
     Repair,
@@ -40,6 +50,7 @@ from connectors.kafka.sink.owed_markers import (
     Verdict,
     Wait,
     judge,
+    judge_abort,
 )
 from connectors.kafka.transactions import TransactionAdmin
 
@@ -47,9 +58,23 @@ _log = logging.getLogger(__name__)
 Key = tuple[str, int, int]  # a committable's transaction: (transactional id, producer id, epoch)
 _FIRST_PAUSE_S, _MAX_PAUSE_S = 0.05, 1.0
 # The start of the warning each written marker logs: operators and the chaos harness count it.
-REPAIRED = "KAFKA-20734: wrote the COMMIT marker"
+REPAIRED = "KAFKA-20734: wrote the"
 _LOOK_TIMEOUT_S = 10.0  # one ListOffsets round, within the whole deadline
 _MIN_LOOK_S = 1.0  # a last look past the deadline still gets an answer, not a timeout
+
+
+@dataclass(frozen=True)
+class Fenced:
+    """A transaction the driver fenced, with the partitions its coordinator listed just before
+    the fence: where its ABORT markers go."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    partitions: tuple[tuple[str, int], ...]
+
+
+Expected = Committable | Fenced  # whose marker a partition should hold: COMMIT, or ABORT
 
 
 def settle(
@@ -63,72 +88,111 @@ def settle(
     """Make sure every partition of ``committables`` (a confirmed decision's) holds its COMMIT
     marker, writing the ones owed; the partitions where it wrote one. Raises
     :class:`CommitMarkerSkippedError` when one is owed and cannot be written safely, or
-    cannot be judged before ``deadline``. After a look that failed, the next one goes through
-    a new admin (``reconnect``): a client's metadata can miss a broker that was down when it
-    was read, and kafka-python then answers UnknownBrokerIdError until it is read again."""
-    written: dict[tuple[str, int], list[Committable]] = defaultdict(list)
-    for c in committables:
-        for tp in c.partitions:
-            written[tp].append(c)
-    partitions = sorted(written)
+    cannot be judged before ``deadline``."""
+    return _settle(admin, batch_id, committables, deadline=deadline, reconnect=reconnect)
+
+
+def settle_fenced(
+    admin: TransactionAdmin,
+    fenced: Sequence[Fenced],
+    *,
+    deadline: Deadline,
+    reconnect: Callable[[], TransactionAdmin],
+) -> list[TopicPartition]:
+    """Right after the driver fenced ``fenced``: make sure each one's partitions hold its ABORT
+    marker, writing the ones a Kafka 4.x coordinator skipped; the partitions where it wrote
+    one. Before anything else can happen to the id: once the abort completes, the id is free,
+    a later transaction of it that writes to the partition joins the aborted range, and its
+    commit makes the aborted records visible, duplicates of their replay. Raises
+    :class:`AbortMarkerSkippedError` as :func:`settle` raises its error."""
+    return _settle(admin, None, fenced, deadline=deadline, reconnect=reconnect)
+
+
+def _settle(
+    admin: TransactionAdmin,
+    batch_id: int | None,
+    expected: Sequence[Expected],
+    *,
+    deadline: Deadline,
+    reconnect: Callable[[], TransactionAdmin],
+) -> list[TopicPartition]:
+    """The loop of :func:`settle` and :func:`settle_fenced`: look, judge, write what is owed,
+    look again until a look finds nothing owed. After a look that failed, the next one goes
+    through a new admin (``reconnect``): a client's metadata can miss a broker that was down
+    when it was read, and kafka-python then answers UnknownBrokerIdError until it is read
+    again."""
+    pending: dict[tuple[str, int], list[Expected]] = defaultdict(list)
+    for x in expected:
+        for tp in x.partitions:
+            pending[tp].append(x)
+    partitions = sorted(pending)
     repaired: list[tuple[Key, TopicPartition]] = []
     pause = _FIRST_PAUSE_S
     stale = False
-    while written:
+    while pending:
         try:
             if stale:
                 admin, stale = reconnect(), False
-            owed = _owed(admin, written, deadline)
+            owed = _owed(admin, pending, deadline)
         except _REFUSED as exc:
-            raise CommitMarkerSkippedError(
-                batch_id, Reason.NOT_AUTHORIZED, _not_authorized(exc), waits=False,
-                partitions=partitions,
-            ) from exc  # fmt: skip
+            raise _Waiting(None, None, Reason.NOT_AUTHORIZED, _not_authorized(exc)).error(
+                batch_id, partitions, repaired, waits=False
+            ) from exc
         except (Errors.KafkaError, DeadlineExceeded) as exc:  # a leader offline, a restart
             detail = f"the partitions do not answer ({exc!r})"
             waiting, stale = _Waiting(None, None, Reason.LEADER_OFFLINE, detail), True
         else:
-            if not owed:
-                return sorted({tp for _, tp in repaired})
-            waiting = None
-            for c, o in owed:
+            waiting, acted = None, False
+            for x, o in owed:
                 tp = TopicPartition(o.topic, o.partition)
-                verdict = _look(admin, c, o, deadline)
-                if isinstance(verdict, Marked):
-                    written[(o.topic, o.partition)].remove(c)  # settled: not looked at again
-                    if not written[(o.topic, o.partition)]:
-                        del written[(o.topic, o.partition)]
+                key = (x.transactional_id, x.producer_id, x.epoch)
+                verdict = _look(admin, x, o, deadline)
+                if isinstance(verdict, (Marked, Leave)):
+                    pending[(o.topic, o.partition)].remove(x)  # settled: not looked at again
+                    if not pending[(o.topic, o.partition)]:
+                        del pending[(o.topic, o.partition)]
                     continue
-                if isinstance(verdict, Repair) and (c.key, tp) in repaired:
+                if isinstance(verdict, Repair) and (key, tp) in repaired:
                     verdict = Stop(Reason.INCONSISTENT, "it stayed open after its marker")
                 if isinstance(verdict, Repair):
-                    verdict = _write(admin, batch_id, c, o, verdict)
+                    verdict = _write(admin, batch_id, x.transactional_id, o, verdict)
                     if verdict is None:
-                        repaired.append((c.key, tp))
+                        repaired.append((key, tp))
+                        acted = True
                         continue
                 if isinstance(verdict, Stop):
-                    raise _skipped(batch_id, c, o, verdict.reason, verdict.detail, repaired)
-                waiting = _Waiting(c, o, verdict.reason, _WAITED[verdict.reason])
+                    raise _Waiting(x, o, verdict.reason, verdict.detail).error(
+                        batch_id, partitions, repaired, waits=verdict.reason in _WAITED
+                    )
+                waiting = _Waiting(x, o, verdict.reason, _WAITED[verdict.reason])
                 stale = stale or verdict.reason is Reason.LEADER_OFFLINE
-            if not written:
-                return sorted({tp for _, tp in repaired})
+            if waiting is None and not acted:
+                break  # nothing owed
             if waiting is None:
                 continue  # look again at once: each repair is confirmed by the partition
         if deadline.expired():
-            raise waiting.error(batch_id, partitions, repaired)
+            raise waiting.error(batch_id, partitions, repaired, waits=True)
         time.sleep(deadline.bound(pause))
         pause = min(pause * 2, _MAX_PAUSE_S)
     return sorted({tp for _, tp in repaired})
 
 
 def _write(
-    admin: TransactionAdmin, batch_id: int, c: Committable, o: OpenOnPartition, repair: Repair
+    admin: TransactionAdmin, batch_id: int | None, tid: str, o: OpenOnPartition, repair: Repair
 ) -> Wait | Stop | None:
-    """Write the owed COMMIT marker, once; what stopped it, if anything. Never sent again
-    blindly: the next look starts from the partition's state again."""
+    """Write the owed marker, once; what stopped it, if anything. Never sent again blindly:
+    the next look starts from the partition's state again."""
     tp = TopicPartition(o.topic, o.partition)
     try:
-        admin.write_commit_marker(tp, c.producer_id, repair.marker_epoch, repair.coordinator_epoch)
+        if repair.commit:
+            admin.write_commit_marker(
+                tp, o.producer_id, repair.marker_epoch, repair.coordinator_epoch
+            )
+        else:
+            admin.write_abort_marker(
+                tp, o.producer_id, repair.marker_epoch, repair.coordinator_epoch,
+                guarded=repair.guarded,
+            )  # fmt: skip
     except Errors.UnsupportedVersionError as exc:
         return Stop(Reason.UNSUPPORTED, f"its leader cannot take the marker safely ({exc})")
     except _REFUSED as exc:
@@ -136,10 +200,11 @@ def _write(
     except Errors.KafkaError:
         return Wait(Reason.LEADER_OFFLINE)  # refused (a later epoch there: see the next look)
     _log.warning(
-        REPAIRED + " of batch %s on %s-%s (transaction %s, producer id %s, epoch %s, open from "
-        "offset %s), which its coordinator committed but skipped",
-        batch_id, tp.topic, tp.partition, c.transactional_id, c.producer_id, c.epoch,
-        o.start_offset,
+        "%s %s marker on %s-%s (transaction %s, producer id %s, epoch %s, open from offset %s; "
+        "%s), which its coordinator skipped",
+        REPAIRED, "COMMIT" if repair.commit else "ABORT", tp.topic, tp.partition, tid,
+        o.producer_id, o.producer_epoch, o.start_offset,
+        "fenced by the driver" if batch_id is None else f"decided in batch {batch_id}",
     )  # fmt: skip
     return None
 
@@ -164,25 +229,46 @@ def _not_authorized(exc: Exception) -> str:
 
 @dataclass(frozen=True)
 class _Waiting:
-    """What the last look could not settle yet; the committable and open range are None when
-    the partitions could not be looked at."""
+    """What a look could not settle: one expected range (``expected`` and ``open``), or
+    neither when the partitions could not be looked at."""
 
-    committable: Committable | None
+    expected: Expected | None
     open: OpenOnPartition | None
     reason: Reason
     detail: str
 
     def error(
         self,
-        batch_id: int,
+        batch_id: int | None,
         partitions: list[tuple[str, int]],
         repaired: list[tuple[Key, TopicPartition]],
-    ) -> CommitMarkerSkippedError:
-        if self.committable is None or self.open is None:
-            return CommitMarkerSkippedError(
-                batch_id, self.reason, self.detail, waits=True, partitions=partitions
+        *,
+        waits: bool,
+    ) -> CommitMarkerSkippedError | AbortMarkerSkippedError:
+        x, o = self.expected, self.open
+        if batch_id is None:  # settle_fenced
+            return AbortMarkerSkippedError(
+                self.reason,
+                self.detail,
+                waits=waits,
+                transactional_id=None if x is None else x.transactional_id,
+                partitions=partitions if o is None else [(o.topic, o.partition)],
+                start_offset=None if o is None else o.start_offset,
             )
-        return _skipped(batch_id, self.committable, self.open, self.reason, self.detail, repaired)
+        if not isinstance(x, Committable) or o is None:
+            return CommitMarkerSkippedError(
+                batch_id, self.reason, self.detail, waits=waits, partitions=partitions
+            )
+        return CommitMarkerSkippedError(
+            batch_id,
+            self.reason,
+            self.detail,
+            waits=waits,
+            transactional_id=x.transactional_id,
+            partition=(o.topic, o.partition),
+            start_offset=o.start_offset,
+            repaired=[(tp.topic, tp.partition) for _, tp in repaired],
+        )
 
 
 _WAITED = {
@@ -192,59 +278,38 @@ _WAITED = {
 
 
 def _owed(
-    admin: TransactionAdmin,
-    written: dict[tuple[str, int], list[Committable]],
-    deadline: Deadline,
-) -> list[tuple[Committable, OpenOnPartition]]:
-    """The committables' producers that their partitions' leaders show with a transaction
-    open: a skipped marker, one still in flight, or a later transaction of the producer."""
+    admin: TransactionAdmin, pending: dict[tuple[str, int], list[Expected]], deadline: Deadline
+) -> list[tuple[Expected, OpenOnPartition]]:
+    """The expected producers that the partitions' leaders show open there: a skipped marker,
+    one still in flight, or a later transaction of the producer."""
     timeout_ms = int(max(deadline.bound(_LOOK_TIMEOUT_S), _MIN_LOOK_S) * 1000)
-    partitions = [TopicPartition(t, p) for t, p in written]
+    partitions = [TopicPartition(t, p) for t, p in pending]
     unstable = unstable_partitions(admin.kafka_admin, partitions, timeout_ms=timeout_ms)
     if not unstable:
         return []
     return [
-        (c, o)
+        (x, o)
         for o in open_on_partitions(admin.kafka_admin, unstable)
-        for c in written[(o.topic, o.partition)]
-        if c.producer_id == o.producer_id
+        for x in pending[(o.topic, o.partition)]
+        if x.producer_id == o.producer_id
     ]
 
 
-def _look(
-    admin: TransactionAdmin, c: Committable, o: OpenOnPartition, deadline: Deadline
-) -> Verdict:
+def _look(admin: TransactionAdmin, x: Expected, o: OpenOnPartition, deadline: Deadline) -> Verdict:
     """The evidence about one open range, judged; what cannot be read now is a wait."""
+    tid = x.transactional_id
     try:
-        now = admin.describe([c.transactional_id], deadline=deadline)[c.transactional_id]
+        now = admin.describe([tid], deadline=deadline)[tid]
         if now is not None and now.state in PREPARING:
             return Wait(Reason.COORDINATOR_PREPARING)  # the usual case: markers in flight
+        v2 = now is not None and admin.epoch_bumps_on_end_at(now.coordinator_id, deadline=deadline)
+        if isinstance(x, Fenced):
+            return judge_abort(o, now, v2=v2)
         first = admin.first_batch_at(
             TopicPartition(o.topic, o.partition), o.start_offset, deadline=deadline
         )
-        v2 = now is not None and admin.epoch_bumps_on_end_at(now.coordinator_id, deadline=deadline)
     except _REFUSED as exc:
         return Stop(Reason.NOT_AUTHORIZED, _not_authorized(exc))
     except (Errors.KafkaError, DeadlineExceeded):
         return Wait(Reason.LEADER_OFFLINE)
-    return judge(c, o, first, now, v2=v2)
-
-
-def _skipped(
-    batch_id: int,
-    c: Committable,
-    o: OpenOnPartition,
-    reason: Reason,
-    detail: str,
-    repaired: list[tuple[Key, TopicPartition]],
-) -> CommitMarkerSkippedError:
-    return CommitMarkerSkippedError(
-        batch_id,
-        reason,
-        detail,
-        waits=reason in _WAITED,
-        transactional_id=c.transactional_id,
-        partition=(o.topic, o.partition),
-        start_offset=o.start_offset,
-        repaired=[(tp.topic, tp.partition) for _, tp in repaired],
-    )
+    return judge(x, o, first, now, v2=v2)

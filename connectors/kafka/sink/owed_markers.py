@@ -27,7 +27,7 @@ is a check of :func:`judge`):
 >>> first = BatchHeader(40, 7, 3, True)
 >>> done = TxnDescription("q-0", TxnState.COMPLETE_COMMIT, 7, 4, 1, 60_000, 1_000, ())
 >>> judge(c, open_, first, done, v2=True)
-Repair(marker_epoch=4, coordinator_epoch=0)
+Repair(marker_epoch=4, coordinator_epoch=0, commit=True, guarded=True)
 >>> judge(c, open_, BatchHeader(40, 7, 5, True), done, v2=True)
 Marked()
 >>> judge(c, replace(open_, producer_epoch=5), first, done, v2=True).reason
@@ -45,6 +45,7 @@ from enum import StrEnum
 
 from checkpoint.model import Committable
 from connectors.kafka.partition_txns import BatchHeader, OpenOnPartition
+from connectors.kafka.sink.lifetime import CLOCK_SKEW_TOLERANCE_MS
 from connectors.kafka.txn_state import TxnDescription, TxnState
 
 # The highest producer epoch (a short); under V2 a commit that would reach it moves the id to
@@ -82,10 +83,21 @@ class Wait:
 
 @dataclass(frozen=True)
 class Repair:
-    """Write the COMMIT marker at ``marker_epoch``, with the partition's ``coordinator_epoch``."""
+    """Write the marker at ``marker_epoch``, with the partition's ``coordinator_epoch``: the
+    COMMIT marker, or with ``commit`` False the ABORT marker. ``guarded``: marked transaction
+    version 2, as a V2 coordinator writes it, which the leader refuses once a later transaction
+    of the producer is open there; a legacy marker is taken at any epoch not below it."""
 
     marker_epoch: int
     coordinator_epoch: int
+    commit: bool = True
+    guarded: bool = True
+
+
+@dataclass(frozen=True)
+class Leave:
+    """Open, and ended by another step: the sweep of lingering transactions, which aborts this
+    query's open ones after the tasks, or the transaction's own EndTxn."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +108,7 @@ class Stop:
     detail: str
 
 
-Verdict = Marked | Wait | Repair | Stop
+Verdict = Marked | Wait | Repair | Stop | Leave
 
 
 def judge(
@@ -180,3 +192,64 @@ def judge(
         # the coordinator's secret.
         return Stop(Reason.INCONSISTENT, f"the commit at epoch {e} exhausted the producer id")
     return Repair(e + 1, open_.coordinator_epoch)
+
+
+def judge_abort(o: OpenOnPartition, now: TxnDescription | None, *, v2: bool) -> Verdict:
+    """What to do about a range that a transaction the driver just fenced left open on one of
+    its partitions (its producer, any epoch). A 4.x coordinator skips an ABORT marker as it
+    skips a COMMIT marker (KAFKA-20734), and a later transaction of the id that writes to the
+    partition then joins the aborted range: its COMMIT marker would make the aborted records
+    visible, a duplicate of their replay. So the ABORT marker goes first.
+
+    The evidence: the coordinator shows the id's producer aborted at E + 1, the epoch a fence
+    of the range's epoch E moves it to, by a transaction begun no later than the range's last
+    write (with the clocks' tolerance). Each attempt of a task takes its id with
+    ``init_transactions``, which moves the epoch on, so one transaction of the id runs at E,
+    and nothing but its end moves the id to E + 1: the abort is that transaction's. An abort
+    at E itself (an EndTxn that keeps the epoch, under V1) is no evidence: its producer may
+    have begun another transaction at E, whose records the marker would drop. The marker goes
+    at E + 1, marked transaction version 2 under V2, as the coordinator writes it: the leader
+    refuses either once a later transaction of the producer wrote there. Open at its
+    coordinator at the range's epoch, it is a later transaction of the id that joined the
+    range after the fence, and its own end (the next sweep's fence) ends the range; anything
+    else stops.
+
+    >>> o = OpenOnPartition("out", 0, 7, 3, 2, 40, 1_500)
+    >>> aborted = TxnDescription("q-0", TxnState.COMPLETE_ABORT, 7, 4, 1, 60_000, 1_000, ())
+    >>> judge_abort(o, aborted, v2=True)
+    Repair(marker_epoch=4, coordinator_epoch=2, commit=False, guarded=True)
+    >>> from dataclasses import replace
+    >>> judge_abort(o, replace(aborted, epoch=3), v2=True).reason
+    <Reason.INCONSISTENT: 'inconsistent'>
+    >>> judge_abort(o, aborted, v2=False)
+    Repair(marker_epoch=4, coordinator_epoch=2, commit=False, guarded=False)
+    >>> judge_abort(o, replace(aborted, state=TxnState.ONGOING, epoch=3), v2=True)
+    Leave()
+    >>> judge_abort(o, replace(aborted, state=TxnState.COMPLETE_COMMIT), v2=True).reason
+    <Reason.INCONSISTENT: 'inconsistent'>
+    """
+    e = o.producer_epoch
+    if now is None:
+        return Stop(Reason.INCONSISTENT, "no coordinator holds its transactional id")
+    if now.state in PREPARING:
+        return Wait(Reason.COORDINATOR_PREPARING)
+    if (now.producer_id, now.epoch, now.state) == (o.producer_id, e, TxnState.ONGOING):
+        return Leave()
+    shows = f"{now.transactional_id} shows {now.state.value} at epoch {now.epoch}"
+    if (
+        now.state is not TxnState.COMPLETE_ABORT
+        or now.producer_id != o.producer_id
+        or now.epoch != e + 1
+    ):
+        return Stop(
+            Reason.INCONSISTENT,
+            f"{shows} (producer id {now.producer_id}), not the abort of the open transaction "
+            f"(producer id {o.producer_id}, epoch {e})",
+        )
+    if not 0 <= now.start_time_ms <= o.last_timestamp_ms + CLOCK_SKEW_TOLERANCE_MS:
+        return Stop(
+            Reason.INCONSISTENT,
+            f"{shows}, of a transaction begun at {now.start_time_ms} ms, after the open one's "
+            f"last write at {o.last_timestamp_ms} ms",
+        )
+    return Repair(e + 1, o.coordinator_epoch, commit=False, guarded=v2)
