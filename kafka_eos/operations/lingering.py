@@ -30,6 +30,7 @@ from checkpoint.errors import DeadlineExceeded, KafkaEosError
 from checkpoint.model import CheckpointId, Committable
 from checkpoint.store import SnapshotStore
 from connectors.kafka.sink.committer import KafkaCommitter
+from connectors.kafka.sink.errors import AbortMarkerSkippedError
 from connectors.kafka.sink.naming import OwnedId
 from connectors.kafka.sink.options import decision_location
 from connectors.kafka.sink.owners import Entry, Registration, Unknown
@@ -272,8 +273,10 @@ def abort_lingering(
         error = None
         try:
             committer.abort(candidate.committable())
-        except (Errors.KafkaError, DeadlineExceeded) as exc:
-            error = str(exc)  # kafka-python's errors name their class; ours say what timed out
+        except (Errors.KafkaError, DeadlineExceeded, AbortMarkerSkippedError) as exc:
+            # kafka-python's errors name their class; ours say what timed out, or which
+            # partition kept the aborted range open (KAFKA-20734)
+            error = str(exc)
         tid = candidate.transactional_id
         outcomes.append(AbortOutcome(candidate, error, committer.admin.describe([tid])[tid]))
     return outcomes

@@ -10,7 +10,9 @@ from cli_fakes import NOW_MS, FakeAdmin, FakeCommitter, ongoing
 
 from checkpoint.errors import DeadlineExceeded
 from checkpoint.model import Committable
+from connectors.kafka.sink.errors import AbortMarkerSkippedError
 from connectors.kafka.sink.listing import open_transactions
+from connectors.kafka.sink.owed_markers import Reason
 from connectors.kafka.txn_state import TxnState
 from kafka_eos.operations.lingering import (
     AbortOutcome,
@@ -119,7 +121,16 @@ def test_abort_lingering_aborts_only_abort_verdicts_and_reports_each() -> None:
     [
         Errors.TransactionalIdAuthorizationFailedError("EndTxn(abort) of orders-0 failed"),
         DeadlineExceeded("EndTxn(abort) of orders-0 did not finish within 30 s"),
+        AbortMarkerSkippedError(
+            Reason.LEADER_OFFLINE,
+            "its leader or coordinator did not answer before the deadline",
+            waits=True,
+            transactional_id="orders-0",
+            partitions=[("out", 0)],
+            start_offset=None,
+        ),
     ],
+    ids=["refused", "timed out", "ABORT marker skipped"],
 )
 def test_one_failed_abort_does_not_stop_the_others(error: Exception) -> None:
     admin = FakeAdmin([ongoing("orders-0"), ongoing("orders-1")])
