@@ -94,7 +94,7 @@ class Report:
     two_clusters: bool
     faults: list[dict[str, object]] = field(default_factory=list)
     job_runs: int = 0
-    markers_repaired: int = 0  # COMMIT markers the sink wrote for a coordinator that skipped them
+    markers_repaired: int = 0  # COMMIT and ABORT markers the sink wrote that a coordinator skipped
     seconds: float = 0.0
     verdict: dict[str, object] = field(default_factory=dict)
 
