@@ -315,14 +315,14 @@ class ExactlyOnceWriter(BaseWriter):
         admin = self._admin_client()
         written = [TopicPartition(t, p) for t, p in c.partitions]
         try:
-            opened = open_on_partitions(admin.kafka_admin, written)
-            firsts = {
-                (o.topic, o.partition): admin.first_batch_at(
-                    TopicPartition(o.topic, o.partition), o.start_offset
-                )
-                for o in opened
+            own = [
+                o for o in open_on_partitions(admin.kafka_admin, written)
                 if o.producer_id == c.producer_id
-            }
+            ]  # fmt: skip
+            firsts = [
+                admin.first_batch_at(TopicPartition(o.topic, o.partition), o.start_offset)
+                for o in own
+            ]
         except Errors.TopicAuthorizationFailedError as exc:
             raise DeliveryFailed(
                 f"transaction {c.transactional_id} took an id whose last transaction was "
@@ -331,10 +331,7 @@ class ExactlyOnceWriter(BaseWriter):
                 "output topics (`kafka-acls --add --allow-principal User:<sink> --operation "
                 f"Read --operation Describe --topic <topic>`). {self.aftermath}"
             ) from exc
-        for o in opened:
-            if o.producer_id != c.producer_id:
-                continue
-            first = firsts[(o.topic, o.partition)]
+        for o, first in zip(own, firsts, strict=True):
             if first is not None and (first.producer_id, first.producer_epoch) == (
                 c.producer_id,
                 c.epoch,
