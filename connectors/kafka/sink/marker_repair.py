@@ -89,7 +89,7 @@ def settle(
     marker, writing the ones owed; the partitions where it wrote one. Raises
     :class:`CommitMarkerSkippedError` when one is owed and cannot be written safely, or
     cannot be judged before ``deadline``."""
-    return _settle(admin, batch_id, committables, deadline=deadline, reconnect=reconnect)
+    return _settle(admin, _Decided(batch_id), committables, deadline=deadline, reconnect=reconnect)
 
 
 def settle_fenced(
@@ -105,22 +105,22 @@ def settle_fenced(
     a later transaction of it that writes to the partition joins the aborted range, and its
     commit makes the aborted records visible, duplicates of their replay. Raises
     :class:`AbortMarkerSkippedError` as :func:`settle` raises its error."""
-    return _settle(admin, None, fenced, deadline=deadline, reconnect=reconnect)
+    return _settle(admin, _FENCES, fenced, deadline=deadline, reconnect=reconnect)
 
 
 def _settle(
     admin: TransactionAdmin,
-    batch_id: int | None,
+    whose: _Decided | _Fences,
     expected: Sequence[Expected],
     *,
     deadline: Deadline,
     reconnect: Callable[[], TransactionAdmin],
 ) -> list[TopicPartition]:
-    """The loop of :func:`settle` and :func:`settle_fenced`: look, judge, write what is owed,
-    look again until a look finds nothing owed. After a look that failed, the next one goes
-    through a new admin (``reconnect``): a client's metadata can miss a broker that was down
-    when it was read, and kafka-python then answers UnknownBrokerIdError until it is read
-    again."""
+    """The loop of :func:`settle` and :func:`settle_fenced` (``whose`` markers: it names the
+    error raised): look, judge, write what is owed, look again until a look finds nothing owed.
+    After a look that failed, the next one goes through a new admin (``reconnect``): a client's
+    metadata can miss a broker that was down when it was read, and kafka-python then answers
+    UnknownBrokerIdError until it is read again."""
     pending: dict[tuple[str, int], list[Expected]] = defaultdict(list)
     for x in expected:
         for tp in x.partitions:
@@ -135,9 +135,10 @@ def _settle(
                 admin, stale = reconnect(), False
             owed = _owed(admin, pending, deadline)
         except _REFUSED as exc:
-            raise _Waiting(None, None, Reason.NOT_AUTHORIZED, _not_authorized(exc)).error(
-                batch_id, partitions, repaired, waits=False
-            ) from exc
+            raise whose.error(
+                _Waiting(None, None, Reason.NOT_AUTHORIZED, _not_authorized(exc)),
+                partitions, repaired, waits=False,
+            ) from exc  # fmt: skip
         except (Errors.KafkaError, DeadlineExceeded) as exc:  # a leader offline, a restart
             detail = f"the partitions do not answer ({exc!r})"
             waiting, stale = _Waiting(None, None, Reason.LEADER_OFFLINE, detail), True
@@ -155,15 +156,16 @@ def _settle(
                 if isinstance(verdict, Repair) and (key, tp) in repaired:
                     verdict = Stop(Reason.INCONSISTENT, "it stayed open after its marker")
                 if isinstance(verdict, Repair):
-                    verdict = _write(admin, batch_id, x.transactional_id, o, verdict)
+                    verdict = _write(admin, whose, x.transactional_id, o, verdict)
                     if verdict is None:
                         repaired.append((key, tp))
                         acted = True
                         continue
                 if isinstance(verdict, Stop):
-                    raise _Waiting(x, o, verdict.reason, verdict.detail).error(
-                        batch_id, partitions, repaired, waits=verdict.reason in _WAITED
-                    )
+                    raise whose.error(
+                        _Waiting(x, o, verdict.reason, verdict.detail),
+                        partitions, repaired, waits=verdict.reason in _WAITED,
+                    )  # fmt: skip
                 waiting = _Waiting(x, o, verdict.reason, _WAITED[verdict.reason])
                 stale = stale or verdict.reason is Reason.LEADER_OFFLINE
             if waiting is None and not acted:
@@ -171,14 +173,14 @@ def _settle(
             if waiting is None:
                 continue  # look again at once: each repair is confirmed by the partition
         if deadline.expired():
-            raise waiting.error(batch_id, partitions, repaired, waits=True)
+            raise whose.error(waiting, partitions, repaired, waits=True)
         time.sleep(deadline.bound(pause))
         pause = min(pause * 2, _MAX_PAUSE_S)
     return sorted({tp for _, tp in repaired})
 
 
 def _write(
-    admin: TransactionAdmin, batch_id: int | None, tid: str, o: OpenOnPartition, repair: Repair
+    admin: TransactionAdmin, whose: _Decided | _Fences, tid: str, o: OpenOnPartition, repair: Repair
 ) -> Wait | Stop | None:
     """Write the owed marker, once; what stopped it, if anything. Never sent again blindly:
     the next look starts from the partition's state again."""
@@ -204,7 +206,7 @@ def _write(
         "%s), which its coordinator skipped",
         REPAIRED, "COMMIT" if repair.commit else "ABORT", tp.topic, tp.partition, tid,
         o.producer_id, o.producer_epoch, o.start_offset,
-        "fenced by the driver" if batch_id is None else f"decided in batch {batch_id}",
+        whose,
     )  # fmt: skip
     return None
 
@@ -237,38 +239,68 @@ class _Waiting:
     reason: Reason
     detail: str
 
+
+@dataclass(frozen=True)
+class _Decided:
+    """Whose markers :func:`settle` writes: the COMMIT markers of decided batch ``batch_id``."""
+
+    batch_id: int
+
+    def __str__(self) -> str:
+        return f"decided in batch {self.batch_id}"
+
     def error(
         self,
-        batch_id: int | None,
+        w: _Waiting,
         partitions: list[tuple[str, int]],
         repaired: list[tuple[Key, TopicPartition]],
         *,
         waits: bool,
-    ) -> CommitMarkerSkippedError | AbortMarkerSkippedError:
-        x, o = self.expected, self.open
-        if batch_id is None:  # settle_fenced
-            return AbortMarkerSkippedError(
-                self.reason,
-                self.detail,
-                waits=waits,
-                transactional_id=None if x is None else x.transactional_id,
-                partitions=partitions if o is None else [(o.topic, o.partition)],
-                start_offset=None if o is None else o.start_offset,
-            )
+    ) -> CommitMarkerSkippedError:
+        x, o = w.expected, w.open
         if not isinstance(x, Committable) or o is None:
             return CommitMarkerSkippedError(
-                batch_id, self.reason, self.detail, waits=waits, partitions=partitions
+                self.batch_id, w.reason, w.detail, waits=waits, partitions=partitions
             )
         return CommitMarkerSkippedError(
-            batch_id,
-            self.reason,
-            self.detail,
+            self.batch_id,
+            w.reason,
+            w.detail,
             waits=waits,
             transactional_id=x.transactional_id,
             partition=(o.topic, o.partition),
             start_offset=o.start_offset,
             repaired=[(tp.topic, tp.partition) for _, tp in repaired],
         )
+
+
+@dataclass(frozen=True)
+class _Fences:
+    """Whose markers :func:`settle_fenced` writes: the ABORT markers of the driver's fences."""
+
+    def __str__(self) -> str:
+        return "fenced by the driver"
+
+    def error(
+        self,
+        w: _Waiting,
+        partitions: list[tuple[str, int]],
+        repaired: list[tuple[Key, TopicPartition]],
+        *,
+        waits: bool,
+    ) -> AbortMarkerSkippedError:
+        x, o = w.expected, w.open
+        return AbortMarkerSkippedError(
+            w.reason,
+            w.detail,
+            waits=waits,
+            transactional_id=None if x is None else x.transactional_id,
+            partitions=partitions if o is None else [(o.topic, o.partition)],
+            start_offset=None if o is None else o.start_offset,
+        )
+
+
+_FENCES = _Fences()
 
 
 _WAITED = {
