@@ -836,8 +836,9 @@ class ModelProducer:
     """confluent-kafka's transactional ``Producer``, as far as the writer uses it: its local
     queue holds ``queue.buffering.max.messages`` records until a poll sends them, and
     ``produce_batch`` takes the partition for the whole call (confluent-kafka ignores a
-    message's own) and refuses the tail that does not fit, as librdkafka does. Its own abort
-    is an EndTxn below v5 (V1 rules): librdkafka implements no transactions V2."""
+    message's own) and refuses the tail that does not fit, as librdkafka does. It never ends
+    its transaction: the writer leaves a failed one to the driver's fence, and ``purge`` only
+    drops the local queue (librdkafka implements no transactions V2 either way)."""
 
     def __init__(self, kafka: KafkaModel, config: Mapping[str, Any]) -> None:
         self._kafka = kafka
