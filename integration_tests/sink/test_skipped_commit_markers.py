@@ -314,19 +314,27 @@ class _ToAbort:
 def _a_transaction_to_abort(brokers: ProcessCluster) -> _ToAbort:
     bootstrap = brokers.bootstrap_servers
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic = f"t-{uuid.uuid4().hex[:12]}"
-    for future in admin.create_topics([NewTopic(topic, 3, 1)]).values():
-        future.result(30)
     naming = TransactionalIdNaming(f"p-{uuid.uuid4().hex[:8]}", "0123abcd")
     tid = naming.transactional_id(0, 0)
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
     producer.init_transactions(30)
     with TransactionAdmin({"bootstrap.servers": bootstrap}) as txn_admin:
         coordinator = describe(txn_admin, tid).coordinator_id
-    leaders = admin.list_topics(topic, timeout=10).topics[topic].partitions
-    offline, down = next(
-        (p, m.leader) for p, m in sorted(leaders.items()) if m.leader != coordinator
-    )
+    # A node an earlier test restarted may take no new partition for a while: all three may
+    # land on the coordinator. Then another topic, until one is led elsewhere.
+    for _ in range(20):
+        topic = f"t-{uuid.uuid4().hex[:12]}"
+        for future in admin.create_topics([NewTopic(topic, 3, 1)]).values():
+            future.result(30)
+        leaders = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        elsewhere = [
+            (p, m.leader) for p, m in sorted(leaders.items()) if m.leader not in (coordinator, -1)
+        ]
+        if elsewhere:
+            break
+        time.sleep(1)
+    assert elsewhere, "every new topic's partitions were led by the id's coordinator"
+    offline, down = elsewhere[0]
     return _ToAbort(brokers, admin, topic, naming, tid, producer, offline, down)
 
 
