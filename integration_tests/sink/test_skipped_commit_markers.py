@@ -402,10 +402,11 @@ def test_a_task_that_joined_an_aborted_range_fails_its_pre_commit(
 ) -> None:
     """An abort the driver never saw (here a producer's own, as the coordinator's timeout would
     be) while a partition's leader is offline: a 4.x coordinator skips that partition's ABORT
-    marker, and nobody writes it. A task whose attempt then takes the same id writes to the
-    partition and joins the aborted range. Its pre-commit must fail (without the check, its
-    commit would make the aborted records visible), and the driver's fence then aborts the
-    whole range. 3.9.2 waits for the leader and writes the marker: the task pre-commits."""
+    marker, and nobody writes it. The next task to take the id writes elsewhere and commits;
+    the one after it writes to the partition and joins the aborted range. Its pre-commit must
+    fail (without the check, or with it only on the first take after an abort, its commit
+    would make the aborted records visible), and the driver's fence then aborts the whole
+    range. 3.9.2 waits for the leader and writes the marker: the task pre-commits."""
     t = _a_transaction_to_abort(brokers)
     bootstrap, topic, tid, producer, offline = t.bootstrap, t.topic, t.tid, t.producer, t.offline
     producer.begin_transaction()
@@ -426,22 +427,31 @@ def test_a_task_that_joined_an_aborted_range_fails_its_pre_commit(
         assert time.monotonic() < back, "the restarted leader never answered"
         time.sleep(1)
 
-    writer = ExactlyOnceWriter({"bootstrap.servers": bootstrap}, topic, [tid], timeout_s=30)
+    def rows(texts: list[str], partition: int) -> pa.RecordBatch:
+        at = pa.array([partition] * len(texts), pa.int32())
+        return pa.RecordBatch.from_pydict({"value": texts, "partition": at})
+
+    def writer() -> ExactlyOnceWriter:
+        return ExactlyOnceWriter({"bootstrap.servers": bootstrap}, topic, [tid], timeout_s=30)
+
+    elsewhere = [f"elsewhere-{n}" for n in range(5)]
     later = [f"later-{n}" for n in range(5)]
-    rows = pa.RecordBatch.from_pydict(
-        {"value": later, "partition": pa.array([offline] * len(later), pa.int32())}
-    )
+    other = next(p for p in t.leaders() if p != offline)
     committer = KafkaCommitter({"bootstrap.servers": bootstrap}, t.naming, 60.0)
     try:
+        first = writer().write_and_pre_commit(1, [rows(elsewhere, other)])
+        assert committer.commit_all([first]) == []
+        with TransactionAdmin({"bootstrap.servers": bootstrap}) as txn_admin:
+            _completed(txn_admin, tid)  # its markers written, as the next batch would find it
         if SKIPS_THE_MARKER[brokers.version]:
             with pytest.raises(DeliveryFailed, match="joined an aborted transaction's records"):
-                writer.write_and_pre_commit(1, [rows])
+                writer().write_and_pre_commit(2, [rows(later, offline)])
             committer.abort_lingering([])  # the driver's sweep
-            assert values(bootstrap, topic, "read_committed") == Counter()
+            assert values(bootstrap, topic, "read_committed") == Counter(elsewhere)
         else:
-            committable = writer.write_and_pre_commit(1, [rows])
+            committable = writer().write_and_pre_commit(2, [rows(later, offline)])
             assert committer.commit_all([committable]) == []
-            assert values(bootstrap, topic, "read_committed") == Counter(later)
+            assert values(bootstrap, topic, "read_committed") == Counter(elsewhere + later)
     finally:
         committer.close()
     stable, end = stable_and_end(bootstrap, topic, offline)

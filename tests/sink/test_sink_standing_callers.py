@@ -67,8 +67,10 @@ class Admin:
     def list_transactional_ids(self, prefix: str, *, ongoing_only: bool = True) -> list[str]:
         return sorted(tid for tid, d in self.described.items() if d is not None)
 
-    def first_batch_at(self, tp: TopicPartition, offset: int) -> BatchHeader:
-        return BatchHeader(offset, *self.first, True)
+    def first_batches_at(
+        self, offsets: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, BatchHeader]:
+        return {tp: BatchHeader(offset, *self.first, True) for tp, offset in offsets.items()}
 
     def fence_transactions(
         self, targets: Sequence[EndTxnTarget], *, deadline: Deadline
@@ -190,24 +192,70 @@ def leaders(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 OWN_RANGE = OpenOnPartition("out", 0, P, E, 3, 40, START + 10)
+# The id before this attempt took it (at epoch E): its last transaction at E - 2 ended, which
+# moved the epoch to E - 1 under transactions V2 and left it at E - 2 under V1.
+COMMITTED_V2 = replace(OPEN, state=TxnState.COMPLETE_COMMIT, epoch=E - 1)
+COMMITTED_V1 = replace(OPEN, state=TxnState.COMPLETE_COMMIT, epoch=E - 2)
+ABORTED_BEFORE = replace(OPEN, state=TxnState.COMPLETE_ABORT, epoch=E - 1)
+
+
+def refuse_a_joined_range(w: ExactlyOnceWriter, taken_from: TxnDescription) -> None:
+    w._refuse_a_joined_range(w._describe_own_transaction(), taken_from)
 
 
 @pytest.mark.parametrize(
-    "first", [(P, E - 2), (P + 9, 0)], ids=["an earlier epoch's", "another producer's"]
+    ("taken_from", "first", "bumps"),
+    [
+        (ABORTED_BEFORE, (P, E - 2), True),
+        (replace(ABORTED_BEFORE, state=TxnState.EMPTY), (P, E - 2), True),
+        (ABORTED_BEFORE, (P + 9, 0), True),
+        # The gap of checking only the first transaction after an abort: an abort the driver
+        # never saw left a range at E - 4; the id's next transaction (E - 2) wrote elsewhere
+        # and committed; this one writes to the range's partition.
+        (COMMITTED_V2, (P, E - 4), True),
+        (COMMITTED_V1, (P, E - 3), False),
+    ],
+    ids=[
+        "after an abort, an earlier epoch's",
+        "after an abort, on an Empty id",
+        "another producer's",
+        "after a commit (V2), an epoch before the committed one",
+        "after a commit (V1), an epoch before the committed one",
+    ],
 )
-def test_a_transaction_that_joined_an_aborted_range_is_refused(leaders, first) -> None:
+def test_a_transaction_that_joined_an_aborted_range_is_refused(
+    leaders, taken_from: TxnDescription, first: tuple[int, int], bumps: bool
+) -> None:
     w = writer(OPEN)
-    w._admin.opened, w._admin.first = [OWN_RANGE], first  # type: ignore[union-attr]
+    w._admin.opened, w._admin.first, w._admin.bumps = [OWN_RANGE], first, bumps  # type: ignore[union-attr]
     with pytest.raises(DeliveryFailed, match=r"joined an aborted transaction's records on out-0"):
-        w._refuse_a_joined_range(w._describe_own_transaction())
+        refuse_a_joined_range(w, taken_from)
 
 
-def test_a_transaction_whose_range_is_its_own_passes(leaders) -> None:
+@pytest.mark.parametrize(
+    ("taken_from", "first", "bumps"),
+    [
+        (ABORTED_BEFORE, (P, E), True),
+        (COMMITTED_V2, (P, E), True),
+        # A COMMIT marker the driver did not write (KAFKA-20734): this commit completes it.
+        (COMMITTED_V2, (P, E - 2), True),
+        (COMMITTED_V1, (P, E - 2), False),
+    ],
+    ids=[
+        "its own",
+        "its own after a commit",
+        "the committed one's (V2)",
+        "the committed one's (V1)",
+    ],
+)
+def test_a_transaction_whose_range_it_may_join_passes(
+    leaders, taken_from: TxnDescription, first: tuple[int, int], bumps: bool
+) -> None:
     w = writer(OPEN)
     other = replace(OWN_RANGE, producer_id=P + 1)  # another task's, which it may be
     w._admin.opened = [OWN_RANGE, other]  # type: ignore[union-attr]
-    w._admin.first = (P, E)  # type: ignore[union-attr]
-    w._refuse_a_joined_range(w._describe_own_transaction())
+    w._admin.first, w._admin.bumps = first, bumps  # type: ignore[union-attr]
+    refuse_a_joined_range(w, taken_from)
 
 
 def test_a_principal_that_may_not_read_the_partitions_is_told_the_acl(monkeypatch) -> None:
@@ -217,20 +265,14 @@ def test_a_principal_that_may_not_read_the_partitions_is_told_the_acl(monkeypatc
     monkeypatch.setattr(exactly_once_writer, "open_on_partitions", refused)
     w = writer(OPEN)
     with pytest.raises(DeliveryFailed, match=r"--operation Read --operation Describe --topic"):
-        w._refuse_a_joined_range(w._describe_own_transaction())
+        refuse_a_joined_range(w, COMMITTED_V2)
 
 
 @pytest.mark.parametrize(
-    ("last", "checks"),
-    [
-        (None, False),
-        (TxnState.COMPLETE_COMMIT, False),
-        (TxnState.COMPLETE_ABORT, True),
-        (TxnState.EMPTY, True),
-    ],
+    "last", [None, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.EMPTY]
 )
-def test_only_an_id_whose_last_transaction_was_aborted_is_checked(
-    monkeypatch: pytest.MonkeyPatch, last: TxnState | None, checks: bool
+def test_every_transaction_of_an_id_that_held_one_is_checked(
+    monkeypatch: pytest.MonkeyPatch, last: TxnState | None
 ) -> None:
     w = writer(None)
     before = None if last is None else replace(OPEN, state=last, epoch=E - 1)
@@ -238,7 +280,7 @@ def test_only_an_id_whose_last_transaction_was_aborted_is_checked(
     monkeypatch.setattr(w, "_new_producer", lambda config: object())
     monkeypatch.setattr(w, "_connect", lambda producer, topic: None)
     w._producer_on_a_free_id("out")
-    assert w._after_abort is checks
+    assert w._taken_from == before
 
 
 # -- the driver: verify, a refused commit, the sweep ------------------------------------------

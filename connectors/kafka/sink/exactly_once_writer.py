@@ -16,8 +16,8 @@ Runs in a Spark task on an executor. One Kafka transaction per task attempt per 
    (:class:`TransactionTooLong`) instead of leaving the broker to abort it later;
 3. on the barrier (the end of the input) ``pre_commit``: flush, then describe the transaction
    to learn its producer id, epoch and start time, and return them as the committable. No
-   commit here: the driver commits once the whole batch succeeded. On an id whose last
-   transaction was aborted, first check that this transaction joined no range that the abort
+   commit here: the driver commits once the whole batch succeeded. On an id that held a
+   transaction before, first check that this transaction joined no range that an abort
    left open (:meth:`ExactlyOnceWriter._refuse_a_joined_range`).
 
 An attempt that fails does not abort its transaction: it leaves it open, and so its id held,
@@ -66,7 +66,7 @@ from connectors.kafka.sink.lifetime import (
 )
 from connectors.kafka.sink.writer import BaseWriter, DeliveryFailed, TransactionTooLong
 from connectors.kafka.transactions import TransactionAdmin
-from connectors.kafka.txn_state import Standing, TxnState, standing_of
+from connectors.kafka.txn_state import Standing, TxnDescription, TxnState, standing_of
 
 # How often librdkafka reports the producer's id, epoch and partitions; a pre-commit waits for
 # one report made after its flush began, at most this long after the flush.
@@ -76,7 +76,6 @@ _SENT_COUNTS = ("txmsgs", "msgs", "msgq_cnt", "xmit_msgq_cnt", "msgs_inflight")
 # Where the coordinator's describe says an id is free to take: nothing open on it, and any
 # transaction it held ended by its own producer or by a fence (every abort of the sink is one).
 _FREE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
-_AFTER_ABORT = frozenset({TxnState.EMPTY, TxnState.COMPLETE_ABORT})
 
 
 class _ProducerStats:
@@ -163,9 +162,9 @@ class ExactlyOnceWriter(BaseWriter):
         self._age_limit_ms = timeout_ms - commit_margin_ms(timeout_ms, int(commit_timeout_s * 1000))
         self._timeout_ms = timeout_ms
         self._begun_at: float | None = None
-        # The id's last transaction was aborted (or it holds none): an abort whose marker a
-        # partition never got may have left a range open that this transaction could join.
-        self._after_abort = False
+        # The id as its coordinator showed it right before this attempt took it: None for an
+        # id never used (its producer id is new, and holds no range anywhere).
+        self._taken_from: TxnDescription | None = None
 
     def _open(self, topic: str) -> Producer:
         producer, self.transactional_id = self._producer_on_a_free_id(topic)
@@ -196,7 +195,7 @@ class ExactlyOnceWriter(BaseWriter):
             now = admin.describe([tid])[tid]
             if now is None or now.state in _FREE:
                 self._stats = stats
-                self._after_abort = now is not None and now.state in _AFTER_ABORT
+                self._taken_from = now
                 return producer, tid
             held.append(
                 f"{tid} ({now.state.value}, producer id {now.producer_id}, epoch {now.epoch})"
@@ -281,8 +280,8 @@ class ExactlyOnceWriter(BaseWriter):
             self._check_age()
             self._await_report_after(self._stats.reports)
             committable = self._describe_own_transaction()
-            if self._after_abort:
-                self._refuse_a_joined_range(committable)
+            if self._taken_from is not None:
+                self._refuse_a_joined_range(committable, self._taken_from)
             return committable
         except BaseException:
             # Not aborted here: the driver fences it (Spark's abort of the batch, or the sweep
@@ -301,47 +300,55 @@ class ExactlyOnceWriter(BaseWriter):
             self._producer = None
             self._admin = None
 
-    def _refuse_a_joined_range(self, committable: Committable) -> None:
+    def _refuse_a_joined_range(self, committable: Committable, taken_from: TxnDescription) -> None:
         """Fail if this transaction's records joined a range that an earlier, aborted
         transaction of the same producer left open on a partition: a Kafka 4.x coordinator
         skips the ABORT marker of a partition whose leader is offline (KAFKA-20734), and the
         leader then counts this transaction's records into that range, so its commit would
         make the aborted records visible too. The driver fences its transactions and writes
         such markers itself, but an abort it did not see (the transaction's timeout, a driver
-        that died mid-fence) leaves nothing to write them. Asked only of an id whose last
-        transaction was aborted. The transaction stays open: the driver's fence aborts the
+        that died mid-fence) leaves nothing to write them, and the range waits, on a partition
+        that the next transactions of the id may not write to, for any later one that does:
+        so every transaction of an id that held one before is checked, not only the next.
+
+        The range must begin with this transaction's own first batch, or, on an id taken
+        from CompleteCommit, with the committed transaction's: a COMMIT marker skipped where
+        the driver did not write it (see :mod:`connectors.kafka.sink.marker_repair`), which
+        this commit then completes. The transaction stays open: the driver's fence aborts the
         whole range, and Spark retries the task on another id."""
         c = committable
         admin = self._admin_client()
         written = [TopicPartition(t, p) for t, p in c.partitions]
         try:
-            own = [
-                o for o in open_on_partitions(admin.kafka_admin, written)
+            starts = {
+                TopicPartition(o.topic, o.partition): o.start_offset
+                for o in open_on_partitions(admin.kafka_admin, written)
                 if o.producer_id == c.producer_id
-            ]  # fmt: skip
-            firsts = [
-                admin.first_batch_at(TopicPartition(o.topic, o.partition), o.start_offset)
-                for o in own
-            ]
+            }
+            firsts = admin.first_batches_at(starts) if starts else {}
         except Errors.TopicAuthorizationFailedError as exc:
             raise DeliveryFailed(
-                f"transaction {c.transactional_id} took an id whose last transaction was "
-                "aborted, and must check that it joined no range that abort left open, but "
-                f"this principal may not read its partitions ({exc!r}): allow READ on the "
-                "output topics (`kafka-acls --add --allow-principal User:<sink> --operation "
-                f"Read --operation Describe --topic <topic>`). {self.aftermath}"
+                f"transaction {c.transactional_id} took an id that held a transaction before, "
+                "and must check that it joined no range an abort left open, but this principal "
+                f"may not read its partitions ({exc!r}): allow READ on the output topics "
+                "(`kafka-acls --add --allow-principal User:<sink> --operation Read --operation "
+                f"Describe --topic <topic>`). {self.aftermath}"
             ) from exc
-        for o, first in zip(own, firsts, strict=True):
-            if first is not None and (first.producer_id, first.producer_epoch) == (
-                c.producer_id,
-                c.epoch,
-            ):
+        joinable = {(c.producer_id, c.epoch)}
+        if taken_from.state is TxnState.COMPLETE_COMMIT and any(
+            (f.producer_id, f.producer_epoch) not in joinable for f in firsts.values() if f
+        ):
+            bumps = admin.epoch_bumps_on_end_at(taken_from.coordinator_id)
+            committed = taken_from.epoch - 1 if bumps else taken_from.epoch
+            joinable.add((taken_from.producer_id, committed))
+        for tp, first in sorted(firsts.items()):
+            if first is not None and (first.producer_id, first.producer_epoch) in joinable:
                 continue
             seen = "nothing" if first is None else f"epoch {first.producer_epoch}"
             raise DeliveryFailed(
                 f"transaction {c.transactional_id} (producer id {c.producer_id}, epoch "
-                f"{c.epoch}) joined an aborted transaction's records on {o.topic}-{o.partition}: "
-                f"the producer's open range there starts at offset {o.start_offset} with "
+                f"{c.epoch}) joined an aborted transaction's records on {tp.topic}-{tp.partition}: "
+                f"the producer's open range there starts at offset {starts[tp]} with "
                 f"{seen}, an earlier transaction of the id whose ABORT marker the partition "
                 "never got (KAFKA-20734, Kafka 4.x: its leader was offline as the coordinator "
                 "ended it). Committing would make the aborted records visible. The driver's "
