@@ -360,51 +360,28 @@ class TransactionAdmin:
     def first_batch_at(
         self, tp: TopicPartition, offset: int, *, deadline: Deadline | None = None
     ) -> BatchHeader | None:
-        """The header of the record batch that holds ``offset`` on ``tp``: see
-        :meth:`first_batches_at`."""
-        return self.first_batches_at({tp: offset}, deadline=deadline)[tp]
-
-    def first_batches_at(
-        self, offsets: Mapping[TopicPartition, int], *, deadline: Deadline | None = None
-    ) -> dict[TopicPartition, BatchHeader | None]:
-        """The header of the record batch that holds each offset (a Fetch, read_uncommitted,
-        one per leader, of a few bytes per partition), or None where the log no longer holds
-        it (deleted by retention; OFFSET_OUT_OF_RANGE). Whose records open a transaction's
+        """The header of the record batch that holds ``offset`` on ``tp`` (a Fetch,
+        read_uncommitted, from the partition's leader), or None when the log no longer holds
+        ``offset`` (deleted by retention; OFFSET_OUT_OF_RANGE). Whose records open a transaction's
         range on a partition is what DescribeProducers does not say."""
         deadline = deadline or Deadline(self._request_timeout_s)
-        by_leader: dict[int, list[TopicPartition]] = {}
-        for tp, leader in self._leaders_of(offsets).items():
-            by_leader.setdefault(leader, []).append(tp)
-        headers: dict[TopicPartition, BatchHeader | None] = {}
-        for leader, tps in sorted(by_leader.items()):
-            headers.update(
-                self._first_batches_from(leader, {tp: offsets[tp] for tp in tps}, deadline)
-            )
-        return headers
-
-    def _first_batches_from(
-        self, leader: int, offsets: Mapping[TopicPartition, int], deadline: Deadline
-    ) -> dict[TopicPartition, BatchHeader | None]:
-        by_topic: dict[str, list[FetchRequest.FetchTopic.FetchPartition]] = {}
-        for tp, offset in sorted(offsets.items()):
-            by_topic.setdefault(tp.topic, []).append(
-                FetchRequest.FetchTopic.FetchPartition(
-                    partition=tp.partition,
-                    fetch_offset=offset,
-                    log_start_offset=-1,
-                    partition_max_bytes=_FIRST_BATCH_BYTES,
-                    current_leader_epoch=-1,
-                )
-            )
+        leader = self._leader_of(tp)
+        fetched = FetchRequest.FetchTopic.FetchPartition(
+            partition=tp.partition,
+            fetch_offset=offset,
+            log_start_offset=-1,
+            partition_max_bytes=_FIRST_BATCH_BYTES,
+            current_leader_epoch=-1,
+        )
         request = FetchRequest(
             replica_id=-1,
             max_wait_ms=0,
             min_bytes=0,
-            max_bytes=_FIRST_BATCH_BYTES * len(offsets),
+            max_bytes=_FIRST_BATCH_BYTES,
             isolation_level=0,  # read_uncommitted: the open range is what is looked at
             session_id=0,
             session_epoch=-1,
-            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            topics=[FetchRequest.FetchTopic(topic=tp.topic, partitions=[fetched])],
             forgotten_topics_data=[],
             rack_id="",
             # v4 and later carry transactional batches whole; from v13 topics go by id.
@@ -414,66 +391,45 @@ class TransactionAdmin:
         response = answer_of(
             self._net, leader, request, deadline, silence=f"no Fetch answer from broker {leader}"
         )
-        answers = {
-            TopicPartition(t.topic, p.partition_index): p
-            for t in response.responses
-            for p in t.partitions
-        }
-        headers: dict[TopicPartition, BatchHeader | None] = {}
-        for tp, offset in offsets.items():
-            answer = answers.get(tp)
-            if answer is None:
-                raise Errors.KafkaError(f"the Fetch answer of broker {leader} lacks {tp}")
-            error = Errors.for_code(answer.error_code)
-            if error is Errors.OffsetOutOfRangeError:
-                headers[tp] = None
-                continue
-            if error is not Errors.NoError:
-                raise error(f"Fetch of {tp.topic}-{tp.partition} at {offset}: answered {error}")
-            batch = MemoryRecords(answer.records or b"").next_batch()
-            if batch is None:
-                # Within the log but nothing sent (a throttled or empty answer, or the
-                # request's byte limit reached): ask again later.
-                raise Errors.KafkaError(f"broker {leader} sent no record batch of {tp} at {offset}")
-            headers[tp] = BatchHeader(
-                batch.base_offset,
-                batch.producer_id,
-                batch.producer_epoch,
-                batch.is_transactional,
-                batch.is_control_batch,
-            )
-        return headers
+        answer = next(
+            (
+                p
+                for t in response.responses
+                if t.topic == tp.topic
+                for p in t.partitions
+                if p.partition_index == tp.partition
+            ),
+            None,
+        )
+        if answer is None:
+            raise Errors.KafkaError(f"the Fetch answer of broker {leader} lacks {tp}")
+        error = Errors.for_code(answer.error_code)
+        if error is Errors.OffsetOutOfRangeError:
+            return None
+        if error is not Errors.NoError:
+            raise error(f"Fetch of {tp.topic}-{tp.partition} at {offset}: answered {error}")
+        batch = MemoryRecords(answer.records or b"").next_batch()
+        if batch is None:
+            # Within the log but nothing sent (a throttled or empty answer): ask again later.
+            raise Errors.KafkaError(f"broker {leader} sent no record batch of {tp} at {offset}")
+        return BatchHeader(
+            batch.base_offset,
+            batch.producer_id,
+            batch.producer_epoch,
+            batch.is_transactional,
+            batch.is_control_batch,
+        )
 
     def _leader_of(self, tp: TopicPartition) -> int:
-        return self._leaders_of([tp])[tp]
-
-    def _leaders_of(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Each partition's leader, from one Metadata request for their topics."""
-        tps = list(tps)
-        described = {
-            t["name"]: t for t in self._admin.describe_topics(sorted({tp.topic for tp in tps}))
-        }
-        leaders = {}
-        for tp in tps:
-            topic = described.get(tp.topic)
-            leader = (
-                -1
-                if topic is None
-                else next(
-                    (
-                        p["leader_id"]
-                        for p in topic["partitions"]
-                        if p["partition_index"] == tp.partition
-                    ),
-                    -1,
-                )
-            )
-            if topic is None or topic["error_code"] or leader < 0:
-                raise Errors.LeaderNotAvailableError(
-                    f"{tp.topic}-{tp.partition} has no leader now: try again later"
-                )
-            leaders[tp] = int(leader)
-        return leaders
+        where = f"{tp.topic}-{tp.partition}"
+        [topic] = self._admin.describe_topics([tp.topic])
+        leader = next(
+            (p["leader_id"] for p in topic["partitions"] if p["partition_index"] == tp.partition),
+            -1,
+        )
+        if topic["error_code"] or leader < 0:
+            raise Errors.LeaderNotAvailableError(f"{where} has no leader now: try again later")
+        return int(leader)
 
 
 def _one_per_id(targets: Sequence[EndTxnTarget]) -> dict[str, EndTxnTarget]:
