@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import kafka.errors as Errors
 from kafka.admin import KafkaAdminClient, OffsetSpec
 from kafka.structs import TopicPartition
 
@@ -62,6 +63,24 @@ def open_on_partitions(
                     )
                 )
     return opened
+
+
+def end_offsets(
+    admin: KafkaAdminClient, topic: str, *, timeout_ms: int
+) -> dict[TopicPartition, int]:
+    """Each partition of ``topic`` and its log end offset (read_uncommitted): one Metadata
+    request, then one ListOffsets per leader."""
+    [described] = admin.describe_topics([topic])
+    error = Errors.for_code(described["error_code"])
+    if error is not Errors.NoError:
+        raise error(f"Metadata of {topic}: answered {error.__name__}")
+    tps = [TopicPartition(topic, p["partition_index"]) for p in described["partitions"]]
+    ends = admin.list_partition_offsets(
+        dict.fromkeys(tps, OffsetSpec.LATEST),
+        isolation_level="read_uncommitted",
+        timeout_ms=timeout_ms,
+    )
+    return {tp: ends[tp].offset for tp in tps}
 
 
 def unstable_partitions(

@@ -55,10 +55,10 @@ from confluent_kafka import KafkaException, Producer
 from kafka.structs import TopicPartition
 
 from checkpoint.crashpoints import CrashPoint, crash_point
-from checkpoint.deadline import Deadline
+from checkpoint.deadline import Deadline, call_with_retries
 from checkpoint.model import Committable
 from connectors.kafka.client_pool import ClientPool
-from connectors.kafka.partition_txns import open_on_partitions
+from connectors.kafka.partition_txns import BatchHeader, end_offsets, open_on_partitions
 from connectors.kafka.sink.lifetime import (
     CLOCK_SKEW_TOLERANCE_MS,
     commit_margin_ms,
@@ -73,8 +73,15 @@ from connectors.kafka.txn_state import Standing, TxnDescription, TxnState, stand
 _STATS_INTERVAL_MS = 20
 # A partition's statistics that count its records: transmitted, or still queued or in flight.
 _SENT_COUNTS = ("txmsgs", "msgs", "msgq_cnt", "xmit_msgq_cnt", "msgs_inflight")
+
+
 # Where the coordinator's describe says an id is free to take: nothing open on it, and any
 # transaction it held ended by its own producer or by a fence (every abort of the sink is one).
+def _retriable(exc: BaseException) -> bool:
+    """A Kafka error worth another try: a leader that moved, a broker restarting."""
+    return isinstance(exc, Errors.KafkaError) and exc.retriable
+
+
 _FREE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 
 
@@ -165,12 +172,25 @@ class ExactlyOnceWriter(BaseWriter):
         # The id as its coordinator showed it right before this attempt took it: None for an
         # id never used (its producer id is new, and holds no range anywhere).
         self._taken_from: TxnDescription | None = None
+        # The end of each partition of the first topic right after init_transactions fenced
+        # the id's earlier epochs: a range of this producer that begins at or after it can only
+        # be this transaction's, and needs no look at its first batch.
+        self._ends_at_take: dict[TopicPartition, int] = {}
 
     def _open(self, topic: str) -> Producer:
         producer, self.transactional_id = self._producer_on_a_free_id(topic)
         # The id was free a moment ago (step 1), so this fences nothing that another attempt
         # still needs; a dead attempt's ended transaction is history.
         producer.init_transactions(self._timeout_s)
+        if self._taken_from is not None:
+            self._ends_at_take = call_with_retries(
+                lambda: end_offsets(
+                    self._admin_client().kafka_admin, topic, timeout_ms=int(self._timeout_s * 1000)
+                ),
+                deadline=Deadline(self._timeout_s),
+                action=f"the end offsets of {topic}",
+                is_retriable=_retriable,
+            )
         producer.begin_transaction()
         self._begun_at = time.monotonic()
         return producer
@@ -282,6 +302,7 @@ class ExactlyOnceWriter(BaseWriter):
             committable = self._describe_own_transaction()
             if self._taken_from is not None:
                 self._refuse_a_joined_range(committable, self._taken_from)
+                self._check_age()  # the check may have waited out a leader's move
             return committable
         except BaseException:
             # Not aborted here: the driver fences it (Spark's abort of the batch, or the sweep
@@ -312,20 +333,44 @@ class ExactlyOnceWriter(BaseWriter):
         so every transaction of an id that held one before is checked, not only the next.
 
         The range must begin with this transaction's own first batch, or, on an id taken
-        from CompleteCommit, with the committed transaction's: a COMMIT marker skipped where
-        the driver did not write it (see :mod:`connectors.kafka.sink.marker_repair`), which
-        this commit then completes. The transaction stays open: the driver's fence aborts the
-        whole range, and Spark retries the task on another id."""
+        from CompleteCommit at epoch S, with the committed transaction's: a COMMIT marker
+        skipped where the driver did not write it (see
+        :mod:`connectors.kafka.sink.marker_repair`), which this commit then completes. That
+        transaction ran at S - 1 under transactions V2 and at S under V1, and neither epoch
+        holds aborted records under the other (V2 writes nothing at S; under V1, S - 1 is a
+        fence's epoch, which writes nothing), so both are allowed without asking which
+        version the coordinator runs. The transaction stays open: the driver's fence aborts
+        the whole range, and Spark retries the task on another id. A leader's move is waited
+        out, up to the producer's timeout.
+
+        Only a range that begins before the partition's end at the take (read right after
+        ``init_transactions`` fenced the earlier epochs) has its first batch fetched: one that
+        begins after it is this transaction's. So the usual cost is one DescribeProducers per
+        leader here and one ListOffsets per leader at the take."""
         c = committable
         admin = self._admin_client()
         written = [TopicPartition(t, p) for t, p in c.partitions]
-        try:
+
+        def earlier_ranges() -> dict[TopicPartition, BatchHeader | None]:
             starts = {
                 TopicPartition(o.topic, o.partition): o.start_offset
                 for o in open_on_partitions(admin.kafka_admin, written)
                 if o.producer_id == c.producer_id
             }
-            firsts = admin.first_batches_at(starts) if starts else {}
+            ends = self._ends_at_take
+            return {
+                tp: admin.first_batch_at(tp, start)
+                for tp, start in sorted(starts.items())
+                if tp not in ends or start < ends[tp]
+            }
+
+        try:
+            firsts = call_with_retries(
+                earlier_ranges,
+                deadline=Deadline(self._timeout_s),
+                action=f"the joined-range check of {c.transactional_id}",
+                is_retriable=_retriable,
+            )
         except Errors.TopicAuthorizationFailedError as exc:
             raise DeliveryFailed(
                 f"transaction {c.transactional_id} took an id that held a transaction before, "
@@ -335,20 +380,21 @@ class ExactlyOnceWriter(BaseWriter):
                 f"Describe --topic <topic>`). {self.aftermath}"
             ) from exc
         joinable = {(c.producer_id, c.epoch)}
-        if taken_from.state is TxnState.COMPLETE_COMMIT and any(
-            (f.producer_id, f.producer_epoch) not in joinable for f in firsts.values() if f
-        ):
-            bumps = admin.epoch_bumps_on_end_at(taken_from.coordinator_id)
-            committed = taken_from.epoch - 1 if bumps else taken_from.epoch
-            joinable.add((taken_from.producer_id, committed))
-        for tp, first in sorted(firsts.items()):
+        if taken_from.state is TxnState.COMPLETE_COMMIT:
+            s = taken_from.epoch
+            joinable |= {(taken_from.producer_id, s - 1), (taken_from.producer_id, s)}
+        for tp, first in firsts.items():
             if first is not None and (first.producer_id, first.producer_epoch) in joinable:
                 continue
-            seen = "nothing" if first is None else f"epoch {first.producer_epoch}"
+            seen = (
+                "a batch the log no longer holds"
+                if first is None
+                else f"epoch {first.producer_epoch}"
+            )
             raise DeliveryFailed(
                 f"transaction {c.transactional_id} (producer id {c.producer_id}, epoch "
                 f"{c.epoch}) joined an aborted transaction's records on {tp.topic}-{tp.partition}: "
-                f"the producer's open range there starts at offset {starts[tp]} with "
+                f"the producer's open range there begins before this transaction, with "
                 f"{seen}, an earlier transaction of the id whose ABORT marker the partition "
                 "never got (KAFKA-20734, Kafka 4.x: its leader was offline as the coordinator "
                 "ended it). Committing would make the aborted records visible. The driver's "
