@@ -58,6 +58,8 @@ ENDED_OR_FENCED_ERRORS: tuple[type[Exception], ...] = (
 )
 # Enough for one record batch's header, and a little of its records, which are not read.
 _FIRST_BATCH_BYTES = 1024
+# How long a marker's leader is asked for its API versions.
+_VERSIONS_S = 5.0
 
 
 class _DescribeCall:
@@ -318,7 +320,9 @@ class TransactionAdmin:
         where = f"{tp.topic}-{tp.partition}"
         kind = "COMMIT" if commit else "ABORT"
         leader = self._leader_of(tp)
-        versions = broker_max_versions(self._net, leader, deadline)
+        # Briefly: a leader this client does not know (it restarted after the client read the
+        # cluster) stays unknown however long it is asked; the caller looks again anew.
+        versions = broker_max_versions(self._net, leader, Deadline(deadline.bound(_VERSIONS_S)))
         if versions.get(WriteTxnMarkersRequest.API_KEY, -1) < 2:
             raise Errors.UnsupportedVersionError(
                 f"broker {leader}, the leader of {where}, does not take WriteTxnMarkers v2 "
@@ -402,7 +406,7 @@ class TransactionAdmin:
             None,
         )
         if answer is None:
-            raise Errors.KafkaError(f"the Fetch answer of broker {leader} lacks {tp}")
+            raise NoBatchYet(f"the Fetch answer of broker {leader} lacks {tp}")
         error = Errors.for_code(answer.error_code)
         if error is Errors.OffsetOutOfRangeError:
             return None
@@ -411,7 +415,7 @@ class TransactionAdmin:
         batch = MemoryRecords(answer.records or b"").next_batch()
         if batch is None:
             # Within the log but nothing sent (a throttled or empty answer): ask again later.
-            raise Errors.KafkaError(f"broker {leader} sent no record batch of {tp} at {offset}")
+            raise NoBatchYet(f"broker {leader} sent no record batch of {tp} at {offset}")
         return BatchHeader(
             batch.base_offset,
             batch.producer_id,
@@ -430,6 +434,12 @@ class TransactionAdmin:
         if topic["error_code"] or leader < 0:
             raise Errors.LeaderNotAvailableError(f"{where} has no leader now: try again later")
         return int(leader)
+
+
+class NoBatchYet(Errors.KafkaError):
+    """A Fetch answered without the batch asked for (throttled, or cut short): ask again."""
+
+    retriable = True
 
 
 def _one_per_id(targets: Sequence[EndTxnTarget]) -> dict[str, EndTxnTarget]:

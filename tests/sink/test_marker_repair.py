@@ -17,6 +17,7 @@ import pytest
 from kafka.structs import TopicPartition
 
 from checkpoint.deadline import Deadline
+from checkpoint.errors import DeadlineExceeded
 from checkpoint.model import Committable, Snapshot
 from checkpoint.store import SnapshotStore
 from connectors.kafka.partition_txns import BatchHeader, OpenOnPartition
@@ -48,7 +49,8 @@ Look = list[OpenOnPartition] | Exception
 @dataclass
 class Brokers:
     """The partition's leader and the id's coordinator, one scripted answer per look (the last
-    repeats); the markers written, and how often the admin was rebuilt."""
+    repeats), and an error the first marker meets; the markers written, and how often the
+    admin was rebuilt."""
 
     looks: list[Look]
     coordinator: TxnDescription | None = COMMITTED
@@ -79,7 +81,8 @@ class Brokers:
         guarded: bool,
     ) -> None:  # fmt: skip
         if self.write_error is not None:
-            raise self.write_error
+            error, self.write_error = self.write_error, None  # once
+            raise error
         self.aborts.append((tp, producer_id, epoch, coordinator_epoch, guarded))
 
     def first_batch_at(self, tp: TopicPartition, offset: int, *, deadline: Deadline) -> BatchHeader:
@@ -92,7 +95,8 @@ class Brokers:
         self, tp: TopicPartition, producer_id: int, epoch: int, coordinator_epoch: int
     ) -> None:
         if self.write_error is not None:
-            raise self.write_error
+            error, self.write_error = self.write_error, None  # once
+            raise error
         self.markers.append((tp, producer_id, epoch, coordinator_epoch))
 
     def reconnect(self) -> Brokers:
@@ -151,6 +155,26 @@ def test_a_leader_that_does_not_answer_is_asked_again_through_a_new_admin(broker
     b = brokers(Errors.KafkaTimeoutError("no leader"), [OPEN], [])
     assert settle(b) == [TP]
     assert b.reconnects == 1 and len(b.markers) == 1
+
+
+@pytest.mark.parametrize("fenced", [False, True], ids=["COMMIT", "ABORT"])
+def test_a_marker_whose_leader_the_admin_cannot_reach_is_written_through_a_new_admin(
+    brokers, fenced: bool
+) -> None:
+    """A leader that restarted while the admin was built is unknown to its client (kafka-python
+    answers UnknownBrokerIdError until its metadata is read again): the write's retries run
+    out, and the next look goes through a new admin (a CI rehearsal's fence failed with the
+    raw DeadlineExceeded and left the range open)."""
+    timeout = DeadlineExceeded("ApiVersions of broker 2: UnknownBrokerIdError(2)")
+    if fenced:
+        b = brokers([ABORTED_OPEN], [ABORTED_OPEN], [], coordinator=ABORTED, write_error=timeout)
+        assert settle(b, fenced=True) == [TP2]
+        assert len(b.aborts) == 1
+    else:
+        b = brokers([OPEN], [OPEN], [], write_error=timeout)
+        assert settle(b) == [TP]
+        assert len(b.markers) == 1
+    assert b.reconnects == 1
 
 
 def test_a_leader_offline_past_the_deadline_stops_and_says_a_restart_looks_again(

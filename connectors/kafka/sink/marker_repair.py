@@ -199,8 +199,11 @@ def _write(
         return Stop(Reason.UNSUPPORTED, f"its leader cannot take the marker safely ({exc})")
     except _REFUSED as exc:
         return Stop(Reason.NOT_AUTHORIZED, _not_authorized(exc))
-    except Errors.KafkaError:
-        return Wait(Reason.LEADER_OFFLINE)  # refused (a later epoch there: see the next look)
+    except (Errors.KafkaError, DeadlineExceeded):
+        # Refused (a later epoch there: see the next look), or the leader unreachable through
+        # this admin (one that restarted after the admin read the cluster stays unknown to it):
+        # the next look goes through a new one.
+        return Wait(Reason.LEADER_OFFLINE)
     _log.warning(
         "%s %s marker on %s-%s (transaction %s, producer id %s, epoch %s, open from offset %s; "
         "%s), which its coordinator skipped",
