@@ -263,7 +263,11 @@ def test_a_transaction_whose_range_it_may_join_passes(
 def test_a_leader_that_moves_during_the_check_is_waited_out(monkeypatch) -> None:
     """Spark's local mode fails a query on its first task failure: a leader's move (a rolling
     restart) must not fail the pre-commit."""
-    answers: list[object] = [Errors.NotLeaderForPartitionError("out-0 moved"), [OWN_RANGE]]
+    answers: list[object] = [
+        Errors.NotLeaderForPartitionError("out-0 moved"),
+        Errors.UnknownBrokerIdError("-1"),  # no leader for a moment: kafka-python asks node -1
+        [OWN_RANGE],
+    ]
 
     def moving(admin: object, tps: object) -> list[OpenOnPartition]:
         answer = answers.pop(0)
@@ -295,6 +299,31 @@ def test_only_a_range_begun_before_the_take_has_its_first_batch_fetched(
     else:
         refuse_a_joined_range(w, COMMITTED_V2)
     assert w._admin.fetched == ([TopicPartition("out", 0)] if fetched else [])  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["read", "unknown: no leader"])
+def test_each_topics_ends_are_read_after_the_init_before_its_first_record(
+    monkeypatch: pytest.MonkeyPatch, fails: bool
+) -> None:
+    """After ``init_transactions`` (``_open``) fenced the earlier epochs, once per topic; a
+    partition without a leader must not fail a task that may never write to it."""
+    w = writer(OPEN)
+    w._taken_from = COMMITTED_V2
+    steps: list[str] = []
+    monkeypatch.setattr(w, "_open", lambda topic: steps.append(f"init {topic}") or object())
+
+    def ends(admin: object, topic: str, *, timeout_ms: int) -> dict[TopicPartition, int]:
+        steps.append(f"ends {topic}")
+        if fails:
+            raise Errors.UnknownBrokerIdError("-1")
+        return {TopicPartition(topic, 0): 40}
+
+    monkeypatch.setattr(exactly_once_writer, "end_offsets", ends)
+    for topic in ("out", "out", "audit", "out"):
+        w._producer_for(topic)
+    assert steps == ["init out", "ends out", "ends audit"]
+    known = {} if fails else {TopicPartition("out", 0): 40, TopicPartition("audit", 0): 40}
+    assert w._ends_at_take == known
 
 
 def test_a_principal_that_may_not_read_the_partitions_is_told_the_acl(monkeypatch) -> None:

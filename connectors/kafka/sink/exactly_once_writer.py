@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -56,6 +57,7 @@ from kafka.structs import TopicPartition
 
 from checkpoint.crashpoints import CrashPoint, crash_point
 from checkpoint.deadline import Deadline, call_with_retries
+from checkpoint.errors import DeadlineExceeded
 from checkpoint.model import Committable
 from connectors.kafka.client_pool import ClientPool
 from connectors.kafka.partition_txns import BatchHeader, end_offsets, open_on_partitions
@@ -68,6 +70,7 @@ from connectors.kafka.sink.writer import BaseWriter, DeliveryFailed, Transaction
 from connectors.kafka.transactions import TransactionAdmin
 from connectors.kafka.txn_state import Standing, TxnDescription, TxnState, standing_of
 
+_log = logging.getLogger(__name__)
 # How often librdkafka reports the producer's id, epoch and partitions; a pre-commit waits for
 # one report made after its flush began, at most this long after the flush.
 _STATS_INTERVAL_MS = 20
@@ -78,8 +81,11 @@ _SENT_COUNTS = ("txmsgs", "msgs", "msgq_cnt", "xmit_msgq_cnt", "msgs_inflight")
 # Where the coordinator's describe says an id is free to take: nothing open on it, and any
 # transaction it held ended by its own producer or by a fence (every abort of the sink is one).
 def _retriable(exc: BaseException) -> bool:
-    """A Kafka error worth another try: a leader that moved, a broker restarting."""
-    return isinstance(exc, Errors.KafkaError) and exc.retriable
+    """A Kafka error worth another try: a leader that moved, a broker restarting, a partition
+    without a leader for now (kafka-python then asks broker -1: UnknownBrokerIdError)."""
+    return isinstance(exc, Errors.KafkaError) and (
+        exc.retriable or isinstance(exc, Errors.UnknownBrokerIdError)
+    )
 
 
 _FREE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
@@ -172,28 +178,43 @@ class ExactlyOnceWriter(BaseWriter):
         # The id as its coordinator showed it right before this attempt took it: None for an
         # id never used (its producer id is new, and holds no range anywhere).
         self._taken_from: TxnDescription | None = None
-        # The end of each partition of the first topic right after init_transactions fenced
-        # the id's earlier epochs: a range of this producer that begins at or after it can only
-        # be this transaction's, and needs no look at its first batch.
+        # The end of each partition of a topic before this transaction's first record to it,
+        # after init_transactions fenced the id's earlier epochs: a range of this producer
+        # that begins at or after it can only be this transaction's (with partition
+        # verification, KIP-890), and needs no look at its first batch.
         self._ends_at_take: dict[TopicPartition, int] = {}
+        self._ends_read: set[str] = set()  # the topics whose ends were asked for
 
     def _open(self, topic: str) -> Producer:
         producer, self.transactional_id = self._producer_on_a_free_id(topic)
         # The id was free a moment ago (step 1), so this fences nothing that another attempt
         # still needs; a dead attempt's ended transaction is history.
         producer.init_transactions(self._timeout_s)
-        if self._taken_from is not None:
-            self._ends_at_take = call_with_retries(
-                lambda: end_offsets(
-                    self._admin_client().kafka_admin, topic, timeout_ms=int(self._timeout_s * 1000)
-                ),
-                deadline=Deadline(self._timeout_s),
-                action=f"the end offsets of {topic}",
-                is_retriable=_retriable,
-            )
         producer.begin_transaction()
         self._begun_at = time.monotonic()
         return producer
+
+    def _producer_for(self, topic: str) -> Producer:
+        producer = super()._producer_for(topic)
+        if self._taken_from is not None and topic not in self._ends_read:
+            self._read_ends(topic)
+        return producer
+
+    def _read_ends(self, topic: str) -> None:
+        """Where each partition of ``topic`` ends, before this transaction's first record to
+        it and after ``init_transactions`` fenced the id's earlier epochs (see
+        :meth:`_refuse_a_joined_range`). Best effort: a partition whose end is unknown (no
+        leader now, an error) only costs a Fetch at the pre-commit, and a task that will not
+        write to it must not fail for it."""
+        self._ends_read.add(topic)
+        try:
+            ends = end_offsets(
+                self._admin_client().kafka_admin, topic, timeout_ms=int(self._timeout_s * 1000)
+            )
+        except (Errors.KafkaError, DeadlineExceeded) as exc:
+            _log.info("end offsets of %s unknown (%r): the pre-commit fetches instead", topic, exc)
+            return
+        self._ends_at_take.update(ends)
 
     def _producer_on_a_free_id(self, topic: str) -> tuple[Producer, str]:
         """Step 1: a connected producer on the first candidate id that is free. One producer
@@ -343,10 +364,15 @@ class ExactlyOnceWriter(BaseWriter):
         the whole range, and Spark retries the task on another id. A leader's move is waited
         out, up to the producer's timeout.
 
-        Only a range that begins before the partition's end at the take (read right after
-        ``init_transactions`` fenced the earlier epochs) has its first batch fetched: one that
-        begins after it is this transaction's. So the usual cost is one DescribeProducers per
-        leader here and one ListOffsets per leader at the take."""
+        Only a range that begins before the partition's end at the take (read after
+        ``init_transactions`` fenced the earlier epochs, before this transaction's first record
+        to the topic) has its first batch fetched: one that begins after it is this
+        transaction's, since partition verification (KIP-890) refuses a write of a fenced
+        epoch that no open range of it on the partition lets through. So the usual cost is a
+        ListOffsets per leader for each topic at the take and a DescribeProducers per leader
+        here. On a 4.x cluster with ``transaction.partition.verification.enable=false``, a
+        fenced attempt's write that reaches the partition between the two could open a range
+        this check then passes (docs/sink.md, "Limits")."""
         c = committable
         admin = self._admin_client()
         written = [TopicPartition(t, p) for t, p in c.partitions]
