@@ -222,7 +222,7 @@ FAULTS_REMOVED := $(TEST_JVMS) $(TEST_PYSPARK) KAFKA_EOS_TEST_REMOVE_FAULTS=1 $(
 # The tests labelled with the default Kafka version (not its -tv or -nv variants), and those with
 # no version label.
 ONE_VERSION := (kafka-$(firstword $(KAFKA_VERSIONS)) and not kafka-$(firstword $(KAFKA_VERSIONS))-) or not kafka-
-FAULT_SHARDS := 8
+FAULT_SHARDS := 12
 FAULT_SHARD ?= $(shell echo $$(( $$(date +%s) / 86400 % $(FAULT_SHARDS) )))
 
 test-faults-removed: venv spark-home kafka-jars images
