@@ -223,10 +223,15 @@ def test_a_commit_while_a_partitions_leader_is_offline(
     later.abort_transaction(30)
 
 
-@pytest.mark.parametrize(
+# Where the coordinator skips the marker: 3.x's coordinator waits for the leader and writes
+# every marker itself, which the COMMIT test above shows on 3.9.2.
+only_where_skipped = pytest.mark.parametrize(
     "brokers", [v for v, skips in SKIPS_THE_MARKER.items() if skips], indirect=True,
     ids=lambda v: f"kafka-{v}",
 )  # fmt: skip
+
+
+@only_where_skipped
 def test_a_later_transaction_in_the_open_range_stops_the_repair(
     brokers: ProcessCluster, skipped: SkippedCommit
 ) -> None:
@@ -340,6 +345,7 @@ def _a_transaction_to_abort(brokers: ProcessCluster) -> _ToAbort:
     return _ToAbort(brokers, admin, topic, naming, tid, producer, offline, down)
 
 
+@only_where_skipped
 def test_a_skipped_abort_marker_is_written_before_the_id_can_write_again(
     brokers: ProcessCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -349,8 +355,7 @@ def test_a_skipped_abort_marker_is_written_before_the_id_can_write_again(
     transaction of the same id writes there (a task of a later batch that takes the id again),
     it joins the aborted range, and its commit makes the aborted records visible: a duplicate
     of their replay (without the sink's repair, this test's last read shows them). The fence
-    waits for the leader and writes the marker itself. 3.9.2's coordinator waits for the
-    leader and writes the marker."""
+    waits for the leader and writes the marker itself."""
     t = _a_transaction_to_abort(brokers)
     bootstrap, topic, tid, producer, offline = t.bootstrap, t.topic, t.tid, t.producer, t.offline
     live = next(p for p, leader in t.leaders().items() if leader != t.down)
@@ -365,7 +370,7 @@ def test_a_skipped_abort_marker_is_written_before_the_id_can_write_again(
     committer = KafkaCommitter({"bootstrap.servers": bootstrap}, t.naming, 60.0)
     try:
         t.take_the_leader_offline()
-        # The driver's fence: it waits for the leader (a 3.x coordinator too, for its markers).
+        # The driver's fence: it waits for the leader.
         fence = threading.Thread(target=committer.abort, args=(aborted,))
         with caplog.at_level("WARNING", logger="connectors.kafka.sink.marker_repair"):
             fence.start()
@@ -384,7 +389,7 @@ def test_a_skipped_abort_marker_is_written_before_the_id_can_write_again(
     with TransactionAdmin({"bootstrap.servers": bootstrap}) as txn_admin:
         assert open_on_partitions(txn_admin.kafka_admin, [tp]) == [], "the range stayed open"
     repaired = [r for r in caplog.records if r.getMessage().startswith(REPAIRED)]
-    assert len(repaired) == (1 if SKIPS_THE_MARKER[brokers.version] else 0), repaired
+    assert len(repaired) == 1, repaired
     assert stable_and_end(bootstrap, topic, offline) == (11, 11), "10 records and a marker"
 
     # A later batch's task takes the aborted id again and commits on the same partition.
@@ -399,6 +404,7 @@ def test_a_skipped_abort_marker_is_written_before_the_id_can_write_again(
     assert values(bootstrap, topic, "read_committed") == expected, "aborted records visible"
 
 
+@only_where_skipped
 def test_a_task_that_joined_an_aborted_range_fails_its_pre_commit(
     brokers: ProcessCluster,
 ) -> None:
@@ -408,7 +414,7 @@ def test_a_task_that_joined_an_aborted_range_fails_its_pre_commit(
     the one after it writes to the partition and joins the aborted range. Its pre-commit must
     fail (without the check, or with it only on the first take after an abort, its commit
     would make the aborted records visible), and the driver's fence then aborts the whole
-    range. 3.9.2 waits for the leader and writes the marker: the task pre-commits."""
+    range."""
     t = _a_transaction_to_abort(brokers)
     bootstrap, topic, tid, producer, offline = t.bootstrap, t.topic, t.tid, t.producer, t.offline
     producer.begin_transaction()
@@ -416,7 +422,7 @@ def test_a_task_that_joined_an_aborted_range_fails_its_pre_commit(
         producer.produce(topic, value=f"aborted-{n}".encode(), partition=offline)
     assert producer.flush(30) == 0
     t.take_the_leader_offline()
-    # The producer's own abort; a 3.x coordinator holds it until the leader is back.
+    # The producer's own abort.
     abort = threading.Thread(target=producer.abort_transaction, args=(90,))
     abort.start()
     time.sleep(2)
@@ -440,8 +446,7 @@ def test_a_task_that_joined_an_aborted_range_fails_its_pre_commit(
     later = [f"later-{n}" for n in range(5)]
     other = next(p for p in t.leaders() if p != offline)
     with TransactionAdmin({"bootstrap.servers": bootstrap}) as txn_admin:
-        # Its markers written, as the next batch would find it (3.9.2 returned from the abort
-        # while still PrepareAbort in a CI rehearsal, and the id was not free yet).
+        # Its markers written, as the next batch would find it.
         _completed(txn_admin, tid, TxnState.COMPLETE_ABORT)
     committer = KafkaCommitter({"bootstrap.servers": bootstrap}, t.naming, 60.0)
     try:
@@ -449,15 +454,10 @@ def test_a_task_that_joined_an_aborted_range_fails_its_pre_commit(
         assert committer.commit_all([first]) == []
         with TransactionAdmin({"bootstrap.servers": bootstrap}) as txn_admin:
             _completed(txn_admin, tid)  # its markers written, as the next batch would find it
-        if SKIPS_THE_MARKER[brokers.version]:
-            with pytest.raises(DeliveryFailed, match="joined an aborted transaction's records"):
-                writer().write_and_pre_commit(2, [rows(later, offline)])
-            committer.abort_lingering([])  # the driver's sweep
-            assert values(bootstrap, topic, "read_committed") == Counter(elsewhere)
-        else:
-            committable = writer().write_and_pre_commit(2, [rows(later, offline)])
-            assert committer.commit_all([committable]) == []
-            assert values(bootstrap, topic, "read_committed") == Counter(elsewhere + later)
+        with pytest.raises(DeliveryFailed, match="joined an aborted transaction's records"):
+            writer().write_and_pre_commit(2, [rows(later, offline)])
+        committer.abort_lingering([])  # the driver's sweep
+        assert values(bootstrap, topic, "read_committed") == Counter(elsewhere)
     finally:
         committer.close()
     stable, end = stable_and_end(bootstrap, topic, offline)
