@@ -76,19 +76,17 @@ _log = logging.getLogger(__name__)
 _STATS_INTERVAL_MS = 20
 # A partition's statistics that count its records: transmitted, or still queued or in flight.
 _SENT_COUNTS = ("txmsgs", "msgs", "msgq_cnt", "xmit_msgq_cnt", "msgs_inflight")
-
-
 # Where the coordinator's describe says an id is free to take: nothing open on it, and any
 # transaction it held ended by its own producer or by a fence (every abort of the sink is one).
+_FREE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
+
+
 def _retriable(exc: BaseException) -> bool:
     """A Kafka error worth another try: a leader that moved, a broker restarting, a partition
     without a leader for now (kafka-python then asks broker -1: UnknownBrokerIdError)."""
     return isinstance(exc, Errors.KafkaError) and (
         exc.retriable or isinstance(exc, Errors.UnknownBrokerIdError)
     )
-
-
-_FREE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 
 
 class _ProducerStats:
