@@ -402,8 +402,6 @@ def test_a_skipped_abort_marker_is_written_before_the_id_can_write_again(
     later.commit_transaction(30)
     # Read once its COMMIT marker is in: commit_transaction returns before the coordinator
     # writes the markers, and a CI rehearsal read nothing yet.
-    with TransactionAdmin({"bootstrap.servers": bootstrap}) as txn_admin:
-        _completed(txn_admin, tid)
     settled = time.monotonic() + 30
     while stable_and_end(bootstrap, topic, offline) != (22, 22):  # and 10 records and a marker
         assert time.monotonic() < settled, stable_and_end(bootstrap, topic, offline)
