@@ -437,7 +437,7 @@ class TransactionAdmin:
 
 
 class NoBatchYet(Errors.KafkaError):
-    """A Fetch answered without the batch asked for (throttled, or cut short): ask again."""
+    """A Fetch answered without the batch asked for (a throttled or empty answer): ask again."""
 
     retriable = True
 
