@@ -7,7 +7,7 @@ import dataclasses
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from kafka_metadata import DescribesTopics, FakeMetadata, FakeTopic
 
 from connectors.kafka.source import client as source_client
@@ -23,7 +23,7 @@ class FakeConsumer(DescribesTopics):
     def __init__(
         self,
         metadata: list[dict[str, FakeTopic]] | None = None,
-        offsets: list[dict[PartitionKey, int | KafkaError]] | None = None,
+        offsets: list[dict[PartitionKey, int | KafkaError] | KafkaError] | None = None,
     ) -> None:
         self.metadata = metadata or []
         self.offsets = offsets or []
@@ -42,6 +42,8 @@ class FakeConsumer(DescribesTopics):
     def offsets_for_times(self, request: list[TopicPartition], timeout: float) -> list:
         self.asked.append([((tp.topic, tp.partition), tp.offset) for tp in request])
         answer = self.offsets.pop(0) if len(self.offsets) > 1 else self.offsets[0]
+        if isinstance(answer, KafkaError):  # the whole request failed
+            raise KafkaException(answer)
         result = []
         for tp in request:
             value = answer[(tp.topic, tp.partition)]
@@ -109,6 +111,15 @@ def test_retriable_partition_errors_of_list_offsets_are_retried(code: int) -> No
     assert reader(consumer, subscribe="t").latest([("t", 0)]) == {("t", 0): 42}
     # librdkafka's cached leaders and partitions are refreshed before the retry.
     assert consumer.listed == ["t"]
+
+
+def test_a_request_failed_by_a_broker_handle_destroyed_is_retried() -> None:
+    """librdkafka fails the whole request when it drops a broker's handle with the request in
+    flight (seen in a chaos run as a killed broker restarted): the next try uses another."""
+    destroyed = KafkaError(KafkaError._DESTROY_BROKER)
+    consumer = FakeConsumer(offsets=[destroyed, {("t", 0): 42}])
+    assert reader(consumer, subscribe="t").latest([("t", 0)]) == {("t", 0): 42}
+    assert len(consumer.asked) == 2
 
 
 def test_a_partition_librdkafkas_cache_lacks_is_refreshed_and_retried() -> None:

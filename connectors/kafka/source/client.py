@@ -37,6 +37,9 @@ _TRANSIENT = frozenset(
         # A new leader whose high watermark has not caught up yet (KIP-207), just after a
         # broker died: it answers offset requests again within moments.
         KafkaError.OFFSET_NOT_AVAILABLE,
+        # A broker's handle dropped with the request in flight (a broker that restarted, seen
+        # in a chaos run): the request fails whole, and the next try goes to a live handle.
+        KafkaError._DESTROY_BROKER,
     }
 )
 # "Unknown topic or partition": gone, or not known yet to the broker that answered. Neither
