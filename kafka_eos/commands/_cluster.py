@@ -6,9 +6,11 @@ accept the same ``KEY=VALUE`` forms; secrets given there are scrubbed from every
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import click
 from rich.console import Console
@@ -26,6 +28,56 @@ class InputFailure(click.ClickException):
     """Bad option or unreachable cluster: exit 2 like click's own usage errors."""
 
     exit_code = 2
+
+
+class ErrorDict(TypedDict):
+    code: str | None  # the stable code (docs/errors.md); None for click's usage errors
+    message: str
+
+
+class ErrorReportDict(TypedDict):
+    version: int
+    error: ErrorDict
+
+
+# Every command's one spelling for machine output; its failures print as JSON too.
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON for machines, errors included."
+)
+_CODED = re.compile(r"\[(?P<code>[A-Z0-9_.]+)\] (?P<message>.*)", re.DOTALL)
+
+
+class JsonErrorsCommand(click.Command):
+    """A command whose failures, under ``--json``, are a JSON document on stdout, where a
+    script reads its output: ``{"version": 1, "error": {"code": ..., "message": ...}}``. The
+    exit code stays the failure's (2 for bad input or an unreachable cluster). Errors in the
+    command line itself, found before the command runs, stay click's text."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            if not wants_json(ctx):
+                raise
+            click.echo(json.dumps(error_report(exc), indent=2))
+            ctx.exit(exc.exit_code)
+
+
+def wants_json(ctx: click.Context) -> bool:
+    """``--json``, or lint's deprecated ``--format json``."""
+    return bool(ctx.params.get("as_json")) or ctx.params.get("fmt") == "json"
+
+
+def error_report(exc: click.ClickException) -> ErrorReportDict:
+    """A failure as JSON: its message split from the code it starts with, if any."""
+    text = exc.format_message()
+    coded = _CODED.fullmatch(text)
+    error: ErrorDict = (
+        {"code": coded["code"], "message": coded["message"]}
+        if coded
+        else {"code": None, "message": text}
+    )
+    return {"version": 1, "error": error}
 
 
 def cluster_options(function: F) -> F:

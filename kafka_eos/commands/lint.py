@@ -19,7 +19,7 @@ from connectors.policy.errors import LintError, LintOptionError
 from connectors.policy.inputs import TIMING_NAMES, ConsumerInput, LintInput, Timing
 from connectors.policy.registry import RULES, lint_report
 from connectors.redact import scrub, secret_values
-from kafka_eos.commands._cluster import InputFailure
+from kafka_eos.commands._cluster import InputFailure, JsonErrorsCommand, json_option
 from kafka_eos.lint.loaders import load_pipeline, load_properties, parse_kafka_options
 from kafka_eos.lint.render import print_report
 
@@ -57,7 +57,7 @@ def _timing_option(name: str, what: str) -> click.Option:
     )
 
 
-@click.command("lint")
+@click.command("lint", cls=JsonErrorsCommand)
 @click.option(
     "--config", "pipeline_file", type=_FILE, help="Pipeline file, YAML or JSON (see docs/lint.md)."
 )
@@ -110,8 +110,9 @@ def _timing_option(name: str, what: str) -> click.Option:
 @click.option(
     "--ignore", multiple=True, help="Skip these rule ids or names (comma-separated, repeatable)."
 )
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+@json_option
+@click.option(  # the spelling before --json, which every command has: kept for scripts
+    "--format", "fmt", type=click.Choice(["text", "json"]), default=None, hidden=True
 )
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("--list-rules", is_flag=True, help="List the rules and exit.")
@@ -134,7 +135,8 @@ def command(
     client: Client | None,
     select: tuple[str, ...],
     ignore: tuple[str, ...],
-    fmt: str,
+    as_json: bool,
+    fmt: str | None,
     strict: bool,
     list_rules: bool,
 ) -> None:
@@ -143,6 +145,10 @@ def command(
     Without broker config or --bootstrap-servers, a broker on Apache Kafka defaults is
     assumed. Rules lacking the data they need (topics, broker count) do not fire.
     """
+    if fmt is not None:
+        click.echo(
+            "kafka-eos lint: --format is deprecated: use --json, or nothing for text", err=True
+        )
     if list_rules:
         for rule in RULES.values():
             click.echo(f"{rule.meta.id}  {rule.meta.severity:<7}  {rule.meta.name}: {rule.summary}")
@@ -202,7 +208,7 @@ def command(
         )
     except LintError as exc:
         raise InputFailure(scrub(str(exc), secrets)) from None
-    print_report(report, fmt, sys.stdout)
+    print_report(report, "json" if as_json or fmt == "json" else "text", sys.stdout)
     summary = report["summary"]
     if summary["errors"] or (strict and summary["warnings"]):
         click.get_current_context().exit(1)

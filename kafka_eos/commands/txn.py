@@ -27,7 +27,14 @@ from connectors.kafka.sink.listing import open_transactions
 from connectors.kafka.sink.outcome import UNCONFIRMABLE
 from connectors.kafka.sink.owners import locate_queries
 from connectors.options import OptionError, duration_ms
-from kafka_eos.commands._cluster import client_options, cluster_options, console, failure
+from kafka_eos.commands._cluster import (
+    JsonErrorsCommand,
+    client_options,
+    cluster_options,
+    console,
+    failure,
+    json_option,
+)
 from kafka_eos.commands._txn_text import (
     print_hanging,
     print_outcome,
@@ -85,7 +92,6 @@ _timeout_option = click.option(
     show_default=True,
     help="Seconds allowed per request and per EndTxn (with its retries).",
 )
-_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 
 
 @click.group("txn")
@@ -94,7 +100,7 @@ def command() -> None:
     and resolve a decided batch that can no longer commit."""
 
 
-@command.command("list")
+@command.command("list", cls=JsonErrorsCommand)
 @cluster_options
 @click.option(
     "--prefix",
@@ -102,7 +108,7 @@ def command() -> None:
     "(<prefix>-<owner>-<task>-<slot>; <prefix>-<task> before owners).",
 )
 @click.option("--all-states", is_flag=True, help="Also ended ones (Empty, CompleteCommit, ...).")
-@_json_option
+@json_option
 @_timeout_option
 def list_command(
     bootstrap_servers: str,
@@ -139,7 +145,7 @@ def list_command(
     console().print(table)
 
 
-@command.command("abort")
+@command.command("abort", cls=JsonErrorsCommand)
 @cluster_options
 @click.option("--prefix", help="Abort the Ongoing transactions of this transactionalIdPrefix.")
 @click.option(
@@ -154,7 +160,7 @@ def list_command(
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be aborted; abort nothing.")
 @click.option("--yes", is_flag=True, help="Do not ask, even without --checkpoint-location.")
-@_json_option
+@json_option
 @_timeout_option
 def abort_command(
     bootstrap_servers: str,
@@ -215,7 +221,7 @@ def abort_command(
         click.get_current_context().exit(1)
 
 
-@command.command("find-hanging")
+@command.command("find-hanging", cls=JsonErrorsCommand)
 @cluster_options
 @click.option(
     "--topic",
@@ -252,7 +258,7 @@ def abort_command(
     help="With --abort: also those it cannot show were not committed (checked by hand first).",
 )
 @click.option("--yes", is_flag=True, help="Write the markers without asking.")
-@_json_option
+@json_option
 @_timeout_option
 def find_hanging_command(
     bootstrap_servers: str,
@@ -359,7 +365,7 @@ def _duration(option: str, text: str) -> int:
         raise click.BadParameter(exc.message, param_hint=option) from None
 
 
-@command.command("resolve")
+@command.command("resolve", cls=JsonErrorsCommand)
 @cluster_options
 @click.option("--checkpoint-location", required=True, help="The query's checkpointLocation.")
 @click.option(
@@ -373,7 +379,7 @@ def _duration(option: str, text: str) -> int:
 )
 @click.option("--reason", help="Why the loss is accepted (incident, ticket); with --accept-loss.")
 @click.option("--yes", is_flag=True, help="Accept the loss without asking.")
-@_json_option
+@json_option
 @_timeout_option
 def resolve_command(
     bootstrap_servers: str,

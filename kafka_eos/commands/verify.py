@@ -15,12 +15,18 @@ import click
 from checkpoint.errors import KafkaEosError
 from connectors.kafka.sink.listing import open_transactions
 from connectors.kafka.transactions import TransactionAdmin
-from kafka_eos.commands._cluster import client_options, cluster_options, failure
+from kafka_eos.commands._cluster import (
+    JsonErrorsCommand,
+    client_options,
+    cluster_options,
+    failure,
+    json_option,
+)
 from kafka_eos.operations.lingering import reaching
 from kafka_eos.operations.verify import VerifyReportDict, verify_topics
 
 
-@click.command("verify")
+@click.command("verify", cls=JsonErrorsCommand)
 @cluster_options
 @click.option("--input", "input_topic", required=True, help="The pipeline's input topic.")
 @click.option("--output", "output_topic", required=True, help="The pipeline's output topic.")
@@ -35,7 +41,7 @@ from kafka_eos.operations.verify import VerifyReportDict, verify_topics
     show_default=True,
     help="Seconds allowed to read each topic to its end.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+@json_option
 def command(
     bootstrap_servers: str,
     kafka_options: tuple[str, ...],

@@ -99,7 +99,9 @@ def test_abort_without_decisions_warns_and_asks(run, cluster) -> None:
 
 def test_json_abort_cannot_prompt(run, cluster) -> None:
     result = run("abort", *BOOTSTRAP, "--prefix", "orders", "--json")
-    assert result.exit_code == 2 and "--yes" in result.stderr
+    assert result.exit_code == 2 and result.stderr == ""
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] is None and "--yes" in error["message"]  # a usage error: no code
     assert cluster.aborted == []
 
 
@@ -187,6 +189,19 @@ def test_an_unreachable_cluster_is_one_line_without_traceback(run, monkeypatch) 
         "--bootstrap-servers 'broker:9092'"
     )
     assert "no broker of bootstrap.servers" in line and "-X" in line and "Traceback" not in line
+
+
+def test_under_json_a_failure_is_a_json_document_on_stdout(run, monkeypatch) -> None:
+    """A script that reads --json output gets the failure there too, with its code apart,
+    the exit code unchanged, and no secret."""
+    monkeypatch.setattr(txn, "KafkaCommitter", lambda *a, **k: _Unreachable(FakeAdmin()))
+    result = run("list", *BOOTSTRAP, "-X", "sasl.password=hunter2", "--json")
+    assert result.exit_code == 2 and result.stderr == ""
+    report = json.loads(result.stdout)
+    assert report["version"] == 1
+    assert report["error"]["code"] == "KAFKA_EOS.OPERATIONS.TXN_READ_FAILED"
+    assert report["error"]["message"].startswith("listing transactions on --bootstrap-servers")
+    assert "hunter2" not in result.stdout
 
 
 def test_a_malformed_client_option_names_its_position(run, cluster) -> None:

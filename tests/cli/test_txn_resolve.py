@@ -186,7 +186,9 @@ def test_accept_loss_json_names_the_confirmation(run, cluster, stuck) -> None:
 def test_accept_loss_refusals_exit_2_and_write_nothing(run, cluster, stuck, args, message):
     result = run("--checkpoint-location", stuck, *args)
     assert result.exit_code == 2, result.output
-    assert message in result.stderr
+    # Under --json the refusal is the JSON document on stdout.
+    said = json.loads(result.stdout)["error"]["message"] if "--json" in args else result.stderr
+    assert message in said
     assert cluster.committed == [] and store_of(stuck).unconfirmed_ids() == [1]
 
 

@@ -105,6 +105,22 @@ def test_an_unreadable_topic_exits_two_in_one_line(run, monkeypatch) -> None:
     )
 
 
+def test_under_json_an_unreadable_topic_is_a_json_error(run, monkeypatch) -> None:
+    def fail(*args: Any, **kwargs: Any) -> VerifyReport:
+        raise VerifyInputError("--input 'in': reading it ... failed: Unknown topic")
+
+    monkeypatch.setattr(verify, "verify_topics", fail)
+    result = run(*TOPICS, "--json")
+    assert result.exit_code == 2 and result.stderr == ""
+    assert json.loads(result.stdout) == {
+        "version": 1,
+        "error": {
+            "code": "KAFKA_EOS.OPERATIONS.VERIFY_READ_FAILED",
+            "message": "--input 'in': reading it ... failed: Unknown topic",
+        },
+    }
+
+
 def test_both_topics_are_required(run, topics) -> None:
     result = run("--bootstrap-servers", "broker:9092", "--input", "in")
     assert result.exit_code == 2 and "--output" in result.stderr

@@ -73,7 +73,7 @@ def test_clean_pipeline_file_exits_zero(cli, write):
 
 def test_json_pipeline_file(cli, write, validate):
     document = {"sink": {"kafka.transaction.timeout.ms": 60000}, "broker": {}}
-    result = cli("--config", write("pipeline.json", json.dumps(document)), "--format", "json")
+    result = cli("--config", write("pipeline.json", json.dumps(document)), "--json")
     report = json.loads(result.output)
     assert validate(report) == []
     # No EOS008: the kafka-eos sink derives a prefix from its checkpoint location.
@@ -82,7 +82,7 @@ def test_json_pipeline_file(cli, write, validate):
 
 
 def test_json_output_validates_against_the_schema(cli, flink, validate):
-    result = cli(*flink, "--format", "json")
+    result = cli(*flink, "--json")
     report = json.loads(result.output)
     assert validate(report) == []
     assert report["summary"]["errors"] == 1 and report["summary"]["warnings"] == 1
@@ -233,6 +233,20 @@ def test_unreachable_cluster_exits_2(cli):
     assert "cluster 127.0.0.1:1" in result.output
 
 
+def test_under_json_an_unreachable_cluster_is_a_json_error(cli):
+    result = cli("--bootstrap-servers", "127.0.0.1:1", "--cluster-timeout", "1s", "--json")
+    assert result.exit_code == 2 and result.stderr == ""
+    error = json.loads(result.stdout)["error"]
+    assert error["code"].startswith("KAFKA_EOS.") and "cluster 127.0.0.1:1" in error["message"]
+
+
+def test_format_json_still_works_and_says_it_is_deprecated(cli, flink):
+    """The spelling before --json, which every command now shares, kept for scripts."""
+    result = cli(*flink, "--format", "json")
+    assert json.loads(result.stdout)["summary"]["errors"] == 1
+    assert "--format is deprecated: use --json" in result.stderr
+
+
 SPARK_PIPELINE = """
 sink: {kafka.transaction.timeout.ms: 900000, transactionalIdPrefix: orders-v1, topic: out}
 source:
@@ -273,4 +287,4 @@ def test_live_topics_that_do_not_exist_are_reported(cli, monkeypatch, validate):
     assert "INFO (2)" in result.output
     assert "output topic out does not exist" in result.output
     assert "source topic src does not exist" in result.output
-    assert validate(json.loads(cli(*args, "--format", "json").output)) == []
+    assert validate(json.loads(cli(*args, "--json").output)) == []
