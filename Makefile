@@ -265,8 +265,8 @@ chaos-short: venv spark-home kafka-jars kafka-tools
 # Not in `make test`: the chaos harness's long mode (integration_tests/chaos/, docs/reliability.md):
 # 200 faults over at least 1,000,000 records on each supported Kafka version, source and sink on
 # one cluster (`make test` runs the short mode, on two); about an hour a version. Every version
-# runs, and a failure on one is named at the end (on 4.x a broker bug, KAFKA-20734, is expected to
-# fail it: docs/reliability.md). CHAOS_SEED replays a run; reports land in .cache/chaos/.
+# runs, and a failure on one is named at the end. CHAOS_SEED replays a run; reports land in
+# .cache/chaos/, job logs in the temporary directory the run prints.
 CHAOS_SEED ?= $(shell date +%Y%m%d)
 .PHONY: chaos chaos-short kafka-tools
 chaos: venv spark-home kafka-jars kafka-tools
