@@ -13,8 +13,8 @@ because the sink's correctness depends on it:
   partition (``abs(id.hashCode) % partitions``, Kafka's ``partitionFor``); leadership can move:
   the old leader answers NOT_COORDINATOR, the new one COORDINATOR_LOAD_IN_PROGRESS until it
   has loaded the partition (on the model clock), FindCoordinator names the new leader at once;
-- each broker answers ApiVersions for its own binary (kafka-python's tables of 3.9 and 4.1)
-  and its finalized ``transaction.version``: a V1 cluster runs 3.9 on broker 1 and 4.1 at
+- each broker answers ApiVersions for its own binary (kafka-python's tables of 3.9 and 4.3)
+  and its finalized ``transaction.version``: a V1 cluster runs 3.9 on broker 1 and 4.3 at
   level 0 on the others (a binary upgrade under way), a rolling upgrade moves one broker at a
   time (:meth:`KafkaModel.upgrade_next_broker`), so coordinators differ in version;
 - EndTxn takes its rules from the request's version, as Kafka does: below v5 (V1) the epoch
@@ -27,6 +27,11 @@ because the sink's correctness depends on it:
   partition leader down); until then EndTxn and InitProducerId meeting the prepared state are
   answered CONCURRENT_TRANSACTIONS, as Kafka's coordinator does, and the producer's own calls
   wait (librdkafka retries them) while the model clock moves on;
+- an output partition's leader can be offline as markers are written
+  (:meth:`KafkaModel.take_offline`): a V2 coordinator then completes the transaction without
+  that partition's marker (KAFKA-20734; the sink writes it: ``marker_repair.py``), any other
+  waits for the leader. Nothing else about the partition is offline here: its producers write,
+  and the sink's looks and markers reach it;
 - ``InitProducerId`` on a transactional id bumps its epoch and fences the previous producer;
   on an Ongoing transaction it first aborts it (epoch E + 1, answering CONCURRENT_TRANSACTIONS
   to a fence), then hands out E + 2; named with a producer id and epoch (a fence, KIP-360), it
@@ -35,15 +40,21 @@ because the sink's correctness depends on it:
 - the coordinator aborts a transaction older than its timeout, bumping the epoch;
 - a transaction's start time outlives its end (and, on a 3.x broker, the next InitProducerId),
   so the sink can tell one transaction of an epoch from a later one;
-- records count as visible once their commit is decided (PrepareCommit): read_committed
-  readers see them as soon as the markers are written, which is bound to happen;
 - each output partition's log, as its leader (partition % 3) answers for it: a record per
   produced row and a control record per marker, each with its producer id and epoch; a
-  producer's range stays open from its first record until its transaction's markers are
-  written, so the last stable offset (ListOffsets), the open ranges (DescribeProducers) and
-  the batch at an offset (Fetch) are what the sink's repair of skipped markers reads. No marker
-  is ever skipped here: a WriteTxnMarkers from the sink is a bug, answered with an
-  AssertionError that no rule excuses.
+  producer's range stays open from its first record until a marker of the producer closes it,
+  whichever transactions of the producer wrote into it meanwhile (a later one joins a range
+  whose marker was skipped), so the last stable offset (ListOffsets), the open ranges
+  (DescribeProducers) and the batch at an offset (Fetch) are what the sink's repair of skipped
+  markers reads. WriteTxnMarkers closes the range as the coordinator's marker does, refused
+  (INVALID_PRODUCER_EPOCH) below the producer's epoch on the partition, or at it for a marker of
+  transaction version 2;
+- what read_committed readers see (:attr:`KafkaModel.visible`) is read from those logs: the
+  records of ranges closed by a COMMIT marker, so a COMMIT that closes a range an aborted
+  transaction began makes its records visible, and an ABORT that closes one a committed
+  transaction began hides them. A committed transaction's records in a range still open count
+  as visible too: its markers are in flight, or skipped and owed (:meth:`KafkaModel.owed`),
+  bound to be written by the sink before the next batch's tasks.
 
 Not modelled: TRANSACTION_ABORTABLE (KIP-1050), which Kafka returns only to a producer's
 Produce, AddPartitionsToTxn and TxnOffsetCommit, never to the requests the admin sends; group
@@ -97,6 +108,7 @@ from kafka.protocol.producer.transaction import (
     InitProducerIdRequest,
     InitProducerIdResponse,
     WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from kafka.record.memory_records import MemoryRecordsBuilder
 from kafka.structs import OffsetAndMetadata, TopicPartition
@@ -112,7 +124,7 @@ BROKERS = (1, 2, 3)
 TXN_PARTITIONS = 3  # of __transaction_state (Kafka's default is 50)
 GROUP_COORDINATOR = 1
 OUTPUT_PARTITIONS = 4  # of each output topic; the machine's tasks write partitions below it
-V1_BINARY, V2_BINARY = (3, 9), (4, 1)
+V1_BINARY, V2_BINARY = (3, 9), (4, 3)
 
 
 def partition_for(key: str, partitions: int = TXN_PARTITIONS) -> int:
@@ -133,8 +145,20 @@ class _Id:
     start_ms: int = -1
     timeout_ms: int = 60_000
     partitions: set[tuple[str, int]] = field(default_factory=set)
-    pending: list[Record] = field(default_factory=list)
     markers_due_ms: int = 0  # while PrepareCommit / PrepareAbort: when its markers are written
+    ending: Key | None = None  # the transaction last prepared: its markers are due
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One batch of an output partition's log: a produced record of transaction ``key``, or
+    a control record (``commit``: its marker's result)."""
+
+    producer_id: int
+    epoch: int
+    record: Record | None = None
+    key: Key | None = None
+    commit: bool | None = None
 
 
 @dataclass
@@ -167,15 +191,17 @@ class KafkaModel:
         self._moves: list[list[Any]] = []  # [requests to go, partition, load_s]
         self.ids: dict[str, _Id] = {}
         self.groups: dict[str, dict[Any, Any]] = {}
-        self.visible: list[Record] = []
         self.committed: set[Key] = set()
         self.aborted: set[Key] = set()
         self.timed_out: set[Key] = set()  # aborted by the coordinator's clock, not by a client
         self._next_producer_id = 1000
-        # Per output partition: (producer id, epoch) of each offset, and each producer's open
-        # range there: [start offset, latest epoch, last write ms].
-        self.logs: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        # Per output partition: the batch at each offset, and each producer's open range
+        # there: [start offset, latest epoch, last write ms].
+        self.logs: dict[tuple[str, int], list[_Batch]] = {}
         self.open_ranges: dict[tuple[str, int], dict[int, list[int]]] = {}
+        # Output partitions whose leader is offline as markers are written, until then (ms).
+        self.offline_until_ms: dict[tuple[str, int], int] = {}
+        self.skipped = 0  # markers a V2 coordinator skipped (KAFKA-20734)
 
     @property
     def v2(self) -> bool:
@@ -228,11 +254,18 @@ class KafkaModel:
         partition leader is down): the ends stay PrepareCommit / PrepareAbort so long."""
         self.markers_delayed_until_ms = self.now_ms() + int(seconds * 1000)
 
+    def take_offline(self, partition: tuple[str, int], seconds: float) -> None:
+        """The leader of output partition ``partition`` is offline for markers for the next
+        ``seconds``: a V2 coordinator completing a transaction meanwhile skips its marker
+        there (KAFKA-20734), any other waits until then."""
+        self.offline_until_ms[partition] = self.now_ms() + int(seconds * 1000)
+
     def calm(self) -> None:
         """The conditions that are not faults end: no move pending, every coordinator
-        loaded, every delayed marker written."""
+        loaded, every delayed marker written, every output partition's leader back."""
         now = self.now_ms()
         self._moves.clear()
+        self.offline_until_ms.clear()
         self.loaded_at_ms = [min(at, now) for at in self.loaded_at_ms]
         self.markers_delayed_until_ms = now
         for state in self.ids.values():
@@ -269,14 +302,13 @@ class KafkaModel:
         state = self._owned(tid, producer_id, epoch)
         if state.state != TxnState.ONGOING:
             state.state, state.start_ms = TxnState.ONGOING, self.now_ms()
-            state.partitions, state.pending = set(), []
+            state.partitions = set()
         state.partitions.add(partition)
-        state.pending.append(record)
         log = self.logs.setdefault(partition, [])
         opened = self.open_ranges.setdefault(partition, {})
         span = opened.setdefault(producer_id, [len(log), epoch, 0])
         span[1:] = [epoch, self.now_ms()]
-        log.append((producer_id, epoch))
+        log.append(_Batch(producer_id, epoch, record, (tid, producer_id, epoch)))
 
     def _owned(self, tid: str, producer_id: int, epoch: int) -> _Id:
         state = self.ids[tid]
@@ -362,13 +394,11 @@ class KafkaModel:
     def _prepare(self, tid: str, state: _Id, commit: bool, *, bump: bool) -> None:
         """The decision is in the log: PrepareCommit / PrepareAbort until the markers are
         written (:meth:`settle`). From here the outcome is fixed."""
-        key = (tid, state.producer_id, state.epoch)
+        key = state.ending = (tid, state.producer_id, state.epoch)
         if commit:
-            self.visible.extend(state.pending)
             self.committed.add(key)
         else:
             self.aborted.add(key)
-        state.pending = []
         state.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         state.markers_due_ms = max(self.now_ms(), self.markers_delayed_until_ms)
         if bump:
@@ -379,17 +409,71 @@ class KafkaModel:
         """What the coordinators do on their own clock: write due markers, then abort every
         transaction older than its timeout (epoch + 1)."""
         now = self.now_ms()
-        for state in self.ids.values():
-            if state.state in _PREPARED and state.markers_due_ms <= now:
-                commit = state.state == TxnState.PREPARE_COMMIT
-                state.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-                for partition in state.partitions:  # each marker closes the producer's range
-                    if self.open_ranges.get(partition, {}).pop(state.producer_id, None):
-                        self.logs[partition].append((state.producer_id, state.epoch))
+        for tid, state in self.ids.items():
+            if state.state not in _PREPARED or state.markers_due_ms > now:
+                continue
+            offline = [p for p in state.partitions if self.offline_until_ms.get(p, 0) > now]
+            skips = self.brokers[self.coordinator(tid)].v2
+            if offline and not skips:
+                state.markers_due_ms = max(self.offline_until_ms[p] for p in offline)
+                continue
+            commit = state.state == TxnState.PREPARE_COMMIT
+            state.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            for partition in state.partitions:
+                if partition in offline:
+                    self.skipped += 1
+                    continue
+                self._close_range(partition, state.producer_id, state.epoch, commit)
         for tid, state in self.ids.items():
             if state.state == TxnState.ONGOING and now - state.start_ms > state.timeout_ms:
                 self.timed_out.add((tid, state.producer_id, state.epoch))
                 self._prepare(tid, state, commit=False, bump=True)
+
+    def _close_range(self, partition: tuple[str, int], producer_id: int, epoch: int,
+                     commit: bool) -> None:  # fmt: skip
+        """A marker on ``partition``: it closes the producer's open range there, whichever
+        transactions wrote into it."""
+        self.open_ranges.get(partition, {}).pop(producer_id, None)
+        self.logs.setdefault(partition, []).append(_Batch(producer_id, epoch, commit=commit))
+
+    # -- what readers see ----------------------------------------------------------------------
+
+    def _read_committed(self) -> tuple[list[_Batch], list[_Batch]]:
+        """The produced batches of ranges closed by a COMMIT marker, and those of ranges
+        still open."""
+        closed: list[_Batch] = []
+        still_open: list[_Batch] = []
+        for log in self.logs.values():
+            ranges: dict[int, list[_Batch]] = {}
+            for b in log:
+                if b.commit is None:
+                    ranges.setdefault(b.producer_id, []).append(b)
+                elif b.commit:
+                    closed.extend(ranges.pop(b.producer_id, ()))
+                else:
+                    ranges.pop(b.producer_id, None)
+            still_open.extend(b for range_ in ranges.values() for b in range_)
+        return closed, still_open
+
+    @property
+    def visible(self) -> list[Record]:
+        """What read_committed readers see, or will once the markers in flight or owed are
+        written: every record a COMMIT closed, and a committed transaction's still open."""
+        closed, still_open = self._read_committed()
+        committed = [b for b in still_open if b.key in self.committed]
+        return [b.record for b in (*closed, *committed) if b.record is not None]
+
+    def aborted_but_visible(self) -> list[Key]:
+        """Aborted transactions whose records a COMMIT marker made visible."""
+        closed, _ = self._read_committed()
+        return sorted({b.key for b in closed if b.key in self.aborted})
+
+    def owed(self) -> list[Key]:
+        """Committed transactions whose range a partition still holds open after the
+        coordinator completed them: a COMMIT marker it skipped, which the sink must write."""
+        _, still_open = self._read_committed()
+        ending = {s.ending for s in self.ids.values() if s.state in _PREPARED}
+        return sorted({b.key for b in still_open if b.key in self.committed} - ending)
 
     def describe(self, tid: str) -> TxnDescription | None:
         self.settle()
@@ -642,10 +726,10 @@ class KafkaModel:
                 log = self.logs.get(tp, [])
                 records = b""
                 if p.fetch_offset < len(log):
-                    pid, epoch = log[p.fetch_offset]
+                    b = log[p.fetch_offset]
                     builder = MemoryRecordsBuilder(
                         magic=2, compression_type=0, batch_size=1024, offset=p.fetch_offset,
-                        transactional=True, producer_id=pid, producer_epoch=epoch,
+                        transactional=True, producer_id=b.producer_id, producer_epoch=b.epoch,
                         base_sequence=0,
                     )  # fmt: skip
                     builder.append(timestamp=self.now_ms(), key=None, value=b"", headers=[])
@@ -667,7 +751,36 @@ class KafkaModel:
                              responses=responses)  # fmt: skip
 
     def _write_txn_markers(self, node: int, request: Any, v: int) -> Any:
-        raise AssertionError(f"the sink wrote a marker that no coordinator skipped: {request}")
+        """The leader appends each marker, as the coordinator's own: refused below the
+        producer's latest epoch on the partition, and at it for a marker of transaction
+        version 2 (it ends the transaction at E + 1, and one at E + 1 there is a later
+        transaction's)."""
+        R = WriteTxnMarkersResponse.WritableTxnMarkerResult
+        T = R.WritableTxnMarkerTopicResult
+        P = T.WritableTxnMarkerPartitionResult
+        results = []
+        for m in request.markers:
+            topics = []
+            for t in m.topics:
+                partitions = []
+                for index in t.partition_indexes:
+                    tp = (t.name, index)
+                    seen = max((b.epoch for b in self.logs.get(tp, ())
+                                if b.producer_id == m.producer_id), default=-1)  # fmt: skip
+                    late = m.producer_epoch <= seen if m.transaction_version >= 2 else (
+                        m.producer_epoch < seen)  # fmt: skip
+                    if self._leader(index) != node:
+                        error = Errors.NotLeaderForPartitionError.errno
+                    elif late:
+                        error = Errors.InvalidProducerEpochError.errno
+                    else:
+                        error = 0
+                        self._close_range(tp, m.producer_id, m.producer_epoch,
+                                          m.transaction_result)  # fmt: skip
+                    partitions.append(P(version=v, partition_index=index, error_code=error))
+                topics.append(T(version=v, name=t.name, partitions=partitions))
+            results.append(R(version=v, producer_id=m.producer_id, topics=topics))
+        return WriteTxnMarkersResponse(version=v, markers=results)
 
 
 _HANDLERS: dict[str, Callable[[KafkaModel, int, Any, int], Any]] = {

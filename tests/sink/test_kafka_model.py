@@ -319,3 +319,37 @@ def test_a_fence_whose_coordinator_moved_describes_again_before_it_sends_again(
     [(pid, epoch)] = newer
     assert (TID, pid, epoch) not in cluster.kafka.aborted
     assert [w for w, _ in cluster.answers if w == f"fence {TID}"] == [f"fence {TID}"]
+
+
+def test_a_v2_coordinator_skips_an_offline_partitions_marker_which_the_sink_can_write() -> None:
+    """KAFKA-20734 as modelled: a V2 commit while partition 0's leader is offline completes
+    without its marker; the range stays open (owed), its records counted as committed. The
+    sink's COMMIT marker at E + 1 closes it; once a later transaction of the producer wrote
+    there at E + 1, the same guarded marker is refused (INVALID_PRODUCER_EPOCH)."""
+    c = Cluster(v2=True)
+    target = c.open()
+    c.kafka.take_offline(("out", 0), 30)
+    assert c.kafka.end_txn(TID, target.producer_id, target.epoch, True, v2=True) is Errors.NoError
+    key = (TID, target.producer_id, target.epoch)
+    assert c.kafka.describe(TID).state is TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
+    assert c.kafka.skipped == 1 and c.kafka.owed() == [key]
+    assert c.kafka.visible == [(0, 0, 0)]  # committed, its marker owed
+    admin = c.admin()
+    tp = transactions.TopicPartition("out", 0)
+    admin.write_commit_marker(tp, target.producer_id, target.epoch + 1, 0)
+    assert c.kafka.owed() == [] and c.kafka.visible == [(0, 0, 0)]
+    c.kafka.produce(TID, target.producer_id, target.epoch + 1, ("out", 0), (1, 0, 0))  # next
+    with pytest.raises(Errors.InvalidProducerEpochError):
+        admin.write_commit_marker(tp, target.producer_id, target.epoch + 1, 0)
+    assert c.kafka.visible == [(0, 0, 0)]  # the later transaction's record stays uncommitted
+
+
+def test_a_v1_coordinator_waits_for_an_offline_partition() -> None:
+    c = Cluster(v2=False)
+    target = c.open()
+    c.kafka.take_offline(("out", 0), 30)
+    c.kafka.end_txn(TID, target.producer_id, target.epoch, True, v2=False)
+    assert c.kafka.describe(TID).state is TxnState.PREPARE_COMMIT  # type: ignore[union-attr]
+    c.clock.advance(30)
+    assert c.kafka.describe(TID).state is TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
+    assert c.kafka.skipped == 0 and c.kafka.owed() == []
