@@ -85,3 +85,20 @@ def test_the_plan_is_the_seeds_and_covers_every_target(seed: int) -> None:
         assert sorted({f.target for f in faults if f.kind is kind}) == sorted(targets)
     assert all(f.hold_s > 4 for f in faults if f.kind is FaultKind.BROKER_PAUSE)
     assert faults[-1].kind is not FaultKind.DRIVER
+
+
+def test_the_watch_counts_batches_by_the_newest_commit_not_the_files(tmp_path) -> None:
+    """Spark keeps only the last 100 entries of commits/: past batch 100 a count stands
+    still, and a wait for one more batch would wait out its timeout (a long run met that)."""
+    from integration_tests.chaos.faults import Watch
+
+    commits = tmp_path / "commits"
+    commits.mkdir()
+    watch = Watch("unused:9092", "out", tmp_path, "chaos")
+    assert watch.spark_committed() == -1
+    for n in range(18, 118):  # what Spark left after batch 117
+        (commits / str(n)).touch()
+    assert watch.spark_committed() == 117
+    (commits / "118").touch()
+    (commits / "18").unlink()  # Spark's purge of the oldest: still 100 files
+    assert watch.spark_committed() == 118  # what batches_pass(1) waited for

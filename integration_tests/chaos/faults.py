@@ -136,8 +136,9 @@ class Watch:
         return sorted(int(n) for n in os.listdir(folder) if n.isdigit()) if folder.exists() else []
 
     def spark_committed(self) -> int:
-        """How many batches Spark recorded as done."""
-        return len(self.spark_batches("commits"))
+        """The newest batch Spark recorded as done, -1 before the first. Not a count: Spark
+        keeps only the last ``minBatchesToRetain`` (100) entries of its logs."""
+        return max(self.spark_batches("commits"), default=-1)
 
     def batch_end(self, batch_id: int, topic: str) -> dict[str, int]:
         """Where batch ``batch_id`` ends in each partition of ``topic``, by ``offsets/``."""

@@ -291,7 +291,7 @@ class Chaos:
         open_now = self.watch.open_transactions()
         return (
             f"held at {DRIVER_POINTS[target].value}: {len(open_now)} open transactions, "
-            f"last decision {decided}, Spark's commits {spark_done}"
+            f"last decision {decided}, Spark's last commit {spark_done}"
         )
 
     def _deliver_first_end_txn(self) -> str:
