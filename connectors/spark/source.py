@@ -211,11 +211,10 @@ class KafkaStreamReader(_KafkaRead, DataSourceStreamReader, SupportsTriggerAvail
         return to_json_dict(end)
 
     def reportLatestOffset(self) -> dict | None:
-        """The newest offsets seen, for ``StreamingQueryProgress`` (lag = latest - end).
-
-        Under ``read_committed`` the LSO: Spark can carry only an offset JSON here, and it
-        computes lag from it. A hanging transaction shows in the planner's warning instead."""
-        latest = self._planner.latest_seen
+        """The newest offsets, for ``StreamingQueryProgress``'s ``latestOffset`` (PySpark 4.2
+        and later; lag = latest - end, :mod:`connectors.spark.lag`): under ``read_committed``
+        the high watermarks, so a hanging transaction shows as lag that never falls."""
+        latest = self._planner.latest_for_progress()
         return to_json_dict(latest) if latest is not None else None
 
     def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
+from connectors.spark.lag import offsets_behind_latest
 from integration_tests.source.conftest import (
     Batches,
     every_trigger_reported,
@@ -91,6 +92,15 @@ def test_min_offsets_per_trigger_waits_for_data_or_the_delay(
         produce(bootstrap, topic, range(30))
         _wait(query, lambda: _held(query).count(30) >= 3, "3 triggers that held back 30 offsets")
         assert sink.counts() == {}, "30 < minOffsetsPerTrigger offsets made a batch"
+        # Spark's lag metrics, as connectors.spark.lag derives them from this progress.
+        [behind, *_] = [
+            offsets_behind_latest(source["endOffset"], source["latestOffset"])
+            for progress in query.recentProgress
+            if "addBatch" not in progress["durationMs"]
+            for source in progress["sources"]
+            if offset_total(source["latestOffset"]) - offset_total(source["endOffset"]) == 30
+        ]
+        assert behind is not None and behind.avg == 15.0  # 30 offsets over 2 partitions
         produce(bootstrap, topic, range(30, 100))
         _wait(query, lambda: _progress_of(query, 100), "the progress of the batch of 100")
         # Stopped before Spark's commits/N, the restart would replay the batch, and its first

@@ -111,7 +111,7 @@ def test_the_warning_names_the_partition_offsets_and_the_fix() -> None:
         assert part in text
 
 
-def test_the_stream_reader_warns_of_a_pinned_lso_but_reports_the_lso(
+def test_the_stream_reader_warns_of_a_pinned_lso_and_reports_the_high_watermark(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     stream, fake = reader({T0: 5})
@@ -123,8 +123,8 @@ def test_the_stream_reader_warns_of_a_pinned_lso_but_reports_the_lso(
     with caplog.at_level(logging.WARNING, logger="connectors.spark.source"):
         for clock.now in (0.0, 5.0, 899.0, 910.0, 915.0, 1000.0):
             assert stream.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 5}}
-    assert stream.reportLatestOffset() == {"t": {"0": 5}}  # Spark's lag stays LSO-based
     assert fake.high_asked == 4  # not at 5.0 or 915.0: within 10 s of the last ask
+    assert stream.reportLatestOffset() == {"t": {"0": 9}}  # the pinned range shows as lag
     [record] = caplog.records
     assert "t-0: the last stable offset has stayed at 5 for at least 910 s" in record.message
     assert "kafka-eos txn list --bootstrap-servers k:9092" in record.message

@@ -10,7 +10,7 @@ import pytest
 from kafka_metadata import FakeCluster
 
 from connectors.kafka.source import client as source_client
-from connectors.kafka.source.errors import DataLossError, SourceOptionError
+from connectors.kafka.source.errors import DataLossError, KafkaSourceError, SourceOptionError
 from connectors.kafka.source.offsets import PartitionKey, PartitionOffsets
 from connectors.kafka.source.options import BoundKind, OffsetBound
 from connectors.kafka.source.ranges import OffsetRange
@@ -18,6 +18,35 @@ from connectors.spark.compat import ReadAllAvailable, ReadMaxRows, ReadMinRows
 from connectors.spark.source import KafkaStreamReader, source_schema
 
 OPTIONS = {"kafka.bootstrap.servers": "k:9092", "subscribe": "t", "startingoffsets": "earliest"}
+
+
+def test_progress_reports_the_high_watermark_so_a_held_back_lso_shows_as_lag() -> None:
+    """Under read_committed the batch ends at the LSO; latestOffset in Spark's progress is the
+    high watermark, so lag (latest - end) counts an open transaction, a hanging one too."""
+    stream, kafka = reader({("t", 0): 100, ("t", 1): 100})
+    kafka.high_offsets = {("t", 0): 130}  # partition 0's LSO held back by a transaction
+    start = {"t": {"0": 0, "1": 0}}
+    assert stream.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 100, "1": 100}}
+    assert stream.reportLatestOffset() == {"t": {"0": 130, "1": 100}}
+
+
+def test_progress_falls_back_to_the_lso_when_the_watermarks_cannot_be_read() -> None:
+    stream, kafka = reader({("t", 0): 100})
+    start = {"t": {"0": 0}}
+    stream.latestOffset(start, ReadAllAvailable())
+
+    def unreadable(keys: Iterable[PartitionKey]) -> PartitionOffsets:
+        raise KafkaSourceError("list offsets failed: Local: Timed out")
+
+    kafka.high_watermarks = unreadable  # type: ignore[method-assign]
+    assert stream.reportLatestOffset() == {"t": {"0": 100}}
+
+
+def test_under_read_uncommitted_progress_reports_what_the_batch_saw() -> None:
+    stream, kafka = reader({("t", 0): 100}, **{"kafka.isolation.level": "read_uncommitted"})
+    stream.latestOffset({"t": {"0": 0}}, ReadAllAvailable())
+    asked = kafka.high_asked
+    assert stream.reportLatestOffset() == {"t": {"0": 100}} and kafka.high_asked == asked
 
 
 class FakeKafka:

@@ -1,8 +1,9 @@
 """Lag hidden behind a hanging transaction: a last stable offset pinned below the high watermark.
 
-Under ``read_committed`` the driver plans to the LSO, and ``reportLatestOffset`` reports it, so
-Spark's progress shows no lag while an open transaction holds the LSO and the high watermark
-grows. No transaction stays open longer than the broker's ``transaction.max.timeout.ms``
+Under ``read_committed`` the driver plans to the LSO, and ``reportLatestOffset`` reports the
+high watermark (PySpark 4.2 and later), so an open transaction that holds the LSO back shows in
+Spark's progress as lag that does not fall; on PySpark 4.0 and 4.1 the progress shows no lag at
+all. No transaction stays open longer than the broker's ``transaction.max.timeout.ms``
 unless something is wrong (a coordinator that cannot abort it, a producer fenced halfway), so
 an LSO that has not moved for longer than that, with offsets above it, is worth a warning.
 
@@ -114,8 +115,8 @@ def pinned_warning(pinned: Pinned, threshold_ms: int, bootstrap_servers: str) ->
         f"{pinned.high} ({pinned.high - pinned.lso} offsets above it), longer than the "
         f"broker's transaction.max.timeout.ms ({threshold_ms} ms). A transaction is open at "
         f"offset {pinned.lso} and read_committed readers (this query) cannot pass an open "
-        "transaction: the query reads nothing of this partition beyond it, and Spark's "
-        "progress shows no lag. Past that timeout the coordinators have aborted every "
+        "transaction: the query reads nothing of this partition beyond it, and its lag "
+        "does not fall. Past that timeout the coordinators have aborted every "
         "transaction they track, so this one is most likely hanging: open on the partition "
         "and tracked by no coordinator (`kafka-eos txn list` cannot see it). Find and end it "
         f"with `kafka-eos txn find-hanging --bootstrap-servers {bootstrap_servers} --topic "

@@ -183,10 +183,25 @@ class StreamPlanner:
     def close(self) -> None:
         self.kafka.close()
 
+    def latest_for_progress(self) -> PartitionOffsets | None:
+        """The newest offsets, for Spark's progress (``latestOffset``; lag is latest less the
+        batch's end): under ``read_committed`` the high watermarks, so that what a transaction
+        holds back shows as lag, a hanging one too; the last stable offsets seen when the
+        watermarks cannot be read now, since a report never fails the query."""
+        seen = self.latest_seen
+        if seen is None or self._options.isolation_level != "read_committed":
+            return seen
+        try:
+            high = self.kafka.high_watermarks(key for key, offset in seen.items() if offset >= 0)
+        except (KafkaSourceError, DeadlineExceeded) as exc:
+            _log.info("kafka-eos source: progress reports the last stable offsets: %s", exc)
+            return seen
+        return {**seen, **high}
+
     def _watch_lso(self, lso: PartitionOffsets) -> None:
         """Warn of an LSO pinned below the high watermark for longer than the broker's
-        ``transaction.max.timeout.ms`` (a hanging transaction, hidden from Spark's progress,
-        which reports the LSO); the high watermarks are asked at most every 10 s."""
+        ``transaction.max.timeout.ms`` (a hanging transaction: in Spark's progress only as
+        lag that never falls); the high watermarks are asked at most every 10 s."""
         if self._options.isolation_level != "read_committed":
             return
         if self._pinned is None:
