@@ -1097,6 +1097,25 @@ def test_a_seeded_bug_in_the_shipped_sink_is_found(bug: str) -> None:
     assert_seeded_bug_found(bug, SEEDED_BUGS, SEEDS, hunt_bug)
 
 
+@contextlib.contextmanager
+def directed(events: list[str] | None = None) -> Iterator[SparkOnModelKafka]:
+    """The machine driven step by step outside Hypothesis: its events go to ``events``."""
+    machine = SparkOnModelKafka()
+    record = (lambda *_: None) if events is None else events.append
+    try:
+        with mock.patch.object(sys.modules[__name__], "event", record):
+            yield machine
+    finally:
+        machine.teardown()
+
+
+def _batch_0_with_its_first_commit_answer_lost(machine: SparkOnModelKafka) -> None:
+    machine.setup(v2=False)
+    for task in range(TASKS):
+        machine.run_task(task, "ok")
+    machine.the_next_end_txn_answer_is_lost()
+
+
 @pytest.mark.parametrize("bug", [None, *sorted(ORACLE_BUGS)])
 def test_a_commit_oracle_bug_is_found_on_its_schedule(bug: str | None) -> None:
     """The oracle's schedule: batch 0's first commit takes effect on a V1 coordinator and its
@@ -1105,14 +1124,8 @@ def test_a_commit_oracle_bug_is_found_on_its_schedule(bug: str | None) -> None:
     oracle recognises the commit; each bug calls it undetermined while the coordinator still
     shows it."""
     assert bug is None or not misfits(ORACLE_BUGS[bug]), "a patch that its call would break"
-    machine = SparkOnModelKafka()
-    quiet = mock.patch.object(sys.modules[__name__], "event", lambda *_: None)  # no hypothesis
-    try:
-        quiet.start()
-        machine.setup(v2=False)
-        for task in range(TASKS):
-            machine.run_task(task, "ok")
-        machine.the_next_end_txn_answer_is_lost()
+    with directed() as machine:
+        _batch_0_with_its_first_commit_answer_lost(machine)
         machine.commit_batch(None)
         assert machine.writer is None and machine.kafka.committed  # one commit took effect
         while not machine.kafka.v2:
@@ -1128,9 +1141,6 @@ def test_a_commit_oracle_bug_is_found_on_its_schedule(bug: str | None) -> None:
             with pytest.raises(InvariantViolated) as violation:
                 machine.start_query()
         assert violation.value.invariant == ORACLE_BUGS[bug].invariant
-    finally:
-        quiet.stop()
-        machine.teardown()
 
 
 @pytest.mark.parametrize("with_bug", [False, True], ids=["shipped", "bug"])
@@ -1138,15 +1148,9 @@ def test_an_error_raised_while_handling_an_injected_failure_is_no_excuse(with_bu
     """A lost EndTxn answer fails the commit: its DeadlineExceeded, inside the commit's
     failure, is excused. A KeyError raised while handling that failure has the injected fault
     in its cause chain, which the machine once took for an excuse; it is a bug."""
-    machine = SparkOnModelKafka()
-    quiet = mock.patch.object(sys.modules[__name__], "event", lambda *_: None)  # no hypothesis
     bug = SEEDED_BUGS["a bug in the handling of a failed commit"].patches
-    try:
-        quiet.start()
-        machine.setup(v2=False)
-        for task in range(TASKS):
-            machine.run_task(task, "ok")
-        machine.the_next_end_txn_answer_is_lost()
+    with directed() as machine:
+        _batch_0_with_its_first_commit_answer_lost(machine)
         with contextlib.ExitStack() as stack:
             for patch in bug if with_bug else ():
                 stack.enter_context(patch)
@@ -1158,9 +1162,6 @@ def test_an_error_raised_while_handling_an_injected_failure_is_no_excuse(with_bu
                 machine.commit_batch(None)
         assert violation.value.invariant == "the_driver_fails_only_from_injected_faults"
         assert "KeyError" in str(violation.value)
-    finally:
-        quiet.stop()
-        machine.teardown()
 
 
 @pytest.mark.parametrize("with_bug", [False, True], ids=["shipped", "bug"])
@@ -1172,12 +1173,9 @@ def test_a_transaction_that_joins_a_timed_out_range_is_refused(with_bug: bool) -
     refuses the task attempt that joins the open range, and its retry takes another id; without
     the check, the commit makes the aborted records visible. Directed: a random search meets
     this schedule too seldom (no seed of 0 to 7 within the budget)."""
-    machine = SparkOnModelKafka()
     events: list[str] = []
-    quiet = mock.patch.object(sys.modules[__name__], "event", events.append)  # no hypothesis
     unchecked = mock.patch.object(ExactlyOnceWriter, "_refuse_a_joined_range", lambda w, c, t: None)
-    try:
-        quiet.start()
+    with directed(events) as machine:
         machine.setup(v2=True)
         machine.a_partition_leader_goes_offline(partition=1, seconds=90)
         for task in range(TASKS):  # tasks 1 and 2 write to partition 1
@@ -1200,9 +1198,6 @@ def test_a_transaction_that_joins_a_timed_out_range_is_refused(with_bug: bool) -
             with pytest.raises(InvariantViolated) as violation:
                 machine.no_aborted_record_is_visible()
         assert violation.value.invariant == "no_aborted_record_is_visible"
-    finally:
-        quiet.stop()
-        machine.teardown()
 
 
 @pytest.mark.xfail(
@@ -1220,10 +1215,7 @@ def test_a_zombie_that_takes_a_committed_id_before_the_confirmation_is_no_loss(v
     driver dies there. The restart's re-driven commit is fenced and the describe shows the id
     initialized again: the batch's records are visible, and the sink stops with the outcome
     undetermined. Found by a red-team review; the machine finds it only when directed."""
-    machine = SparkOnModelKafka()
-    quiet = mock.patch.object(sys.modules[__name__], "event", lambda *_: None)  # no hypothesis
-    try:
-        quiet.start()
+    with directed() as machine:
         machine.setup(v2=v2)
         machine.task_attempt_ids = itertools.repeat(0)  # every attempt starts at its number
         machine.run_task(1, "zombie")
@@ -1244,6 +1236,3 @@ def test_a_zombie_that_takes_a_committed_id_before_the_confirmation_is_no_loss(v
         assert machine.expected(0) <= Counter(machine.kafka.visible)  # committed
         machine.start_query()  # the machine checks that an undetermined outcome is hidden
         assert not machine.stopped_by_loss
-    finally:
-        quiet.stop()
-        machine.teardown()
