@@ -44,7 +44,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 from unittest import mock
 
 import pyarrow as pa
@@ -194,7 +194,7 @@ class SparkOnModelKafka(RuleBasedStateMachine):
         self.commit_log: set[int] = set()  # commits/N
         self.messages: dict[int, Any] = {}  # finished tasks of batch N: commit messages
         self.attempts: Counter[int] = Counter()  # next attempt number per task, this stage
-        self.zombies: list[tuple[int, int, int]] = []  # (batch, task, attempt) still running
+        self.zombies: list[_Zombie] = []  # attempts still running that Spark gave up on
         self.writer: spark_sink.ExactlyOnceStreamWriter | None = None
         self.stopped_by_loss = False
         # The faults injected, and model conditions met, during the running driver call:
@@ -471,10 +471,15 @@ class SparkOnModelKafka(RuleBasedStateMachine):
     def decided_keys(self) -> set[tuple[str, int, int]]:
         return {c.key for s in self.ledger.decided.values() for c in s.committables}
 
-    def run_attempt(self, batch: int, task: int, attempt: int, *, dies: str | None) -> Any:
-        """One task attempt on an executor, with the writer pickled to it as Spark does."""
-        assert self.writer is not None
-        writer = pickle.loads(pickle.dumps(self.writer))
+    def run_attempt(
+        self, batch: int, task: int, attempt: int, *, dies: str | None, shipped: bytes | None = None
+    ) -> Any:
+        """One task attempt on an executor, with the writer pickled to it as Spark does: the
+        current batch's, or the one ``shipped`` to a zombie with its own batch."""
+        if shipped is None:
+            assert self.writer is not None
+            shipped = pickle.dumps(self.writer)
+        writer = pickle.loads(shipped)
         self.task = (batch, task, attempt, next(self.task_attempt_ids))
         values = [json.dumps([batch, task, s]) for s in range(rows(batch, task))]
         partitions = [(task + s) % WRITTEN_PARTITIONS for s in range(rows(batch, task))]
@@ -517,8 +522,8 @@ class SparkOnModelKafka(RuleBasedStateMachine):
             return
         attempt = self.attempts[task]
         self.attempts[task] += 1
-        if fate == "zombie":  # runs later, after its task was given up on
-            self.zombies.append((self.batch, task, attempt))
+        if fate == "zombie":  # runs later, after its task was given up on, with its batch's writer
+            self.zombies.append(_Zombie(self.batch, task, attempt, pickle.dumps(self.writer)))
             return
         message = self.run_attempt(
             self.batch, task, attempt, dies="before" if fate == "dies-before" else None
@@ -534,8 +539,7 @@ class SparkOnModelKafka(RuleBasedStateMachine):
     @rule(data=st.data())
     def zombie_runs(self, data: st.DataObject) -> None:
         """An attempt Spark gave up on runs now, whatever the driver did meanwhile."""
-        batch, task, attempt = self.zombies.pop(data.draw(st.integers(0, len(self.zombies) - 1)))
-        self.run_attempt(batch, task, attempt, dies=None)
+        self.zombies.pop(data.draw(st.integers(0, len(self.zombies) - 1))).run(self)
         event("a zombie attempt ran")
 
     @precondition(lambda self: self.writer is not None)
@@ -775,6 +779,20 @@ class SparkOnModelKafka(RuleBasedStateMachine):
         assert all(record[0] <= self.batch for record in self.kafka.visible)
 
 
+class _Zombie(NamedTuple):
+    """A task attempt Spark gave up on, still running on its executor with the writer its
+    batch shipped to it (a later batch's writer knows this batch as decided, and writes
+    nothing for it)."""
+
+    batch: int
+    task: int
+    attempt: int
+    writer: bytes
+
+    def run(self, machine: SparkOnModelKafka) -> None:
+        machine.run_attempt(self.batch, self.task, self.attempt, dies=None, shipped=self.writer)
+
+
 class _ConcurrentFaults(Faults):
     """The driver's steps, with executors running beside it: an armed interleaving runs the
     oldest zombie attempt just before the driver's step."""
@@ -815,9 +833,8 @@ class _ConcurrentFaults(Faults):
             effect()
             raise InjectedFailure(f"answer lost after {where}")
         machine = self._machine
-        if self._due("interleave_in") and machine.zombies and machine.writer is not None:
-            batch, task, attempt = machine.zombies.pop(0)
-            machine.run_attempt(batch, task, attempt, dies=None)
+        if self._due("interleave_in") and machine.zombies:
+            machine.zombies.pop(0).run(machine)
             event("a zombie attempt ran during a commit")
         return super().step(where, effect, torn)
 
@@ -1200,6 +1217,24 @@ def test_a_transaction_that_joins_a_timed_out_range_is_refused(with_bug: bool) -
         assert violation.value.invariant == "no_aborted_record_is_visible"
 
 
+def test_a_zombie_of_a_committed_batch_writes_with_the_writer_its_batch_shipped() -> None:
+    """Once batch 0 committed, Spark's writer of batch 1 knows batch 0 as decided and would
+    write nothing for it: a zombie of batch 0 runs with the writer batch 0 shipped to it, and
+    its records reach the log (in a transaction nobody commits)."""
+    with directed() as machine:
+        machine.setup(v2=True)
+        machine.run_task(1, "zombie")
+        for task in range(TASKS):
+            machine.run_task(task, "ok")
+        machine.commit_batch(None)
+        assert machine.batch == 1 and machine.writer is not None  # batch 1's writer built
+        logged = sum(len(log) for log in machine.kafka.logs.values())
+        visible = sorted(machine.kafka.visible)
+        machine.zombies.pop(0).run(machine)
+        assert sum(len(log) for log in machine.kafka.logs.values()) == logged + rows(0, 1)
+        assert sorted(machine.kafka.visible) == visible
+
+
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
@@ -1226,7 +1261,7 @@ def test_a_zombie_that_takes_a_committed_id_before_the_confirmation_is_no_loss(v
 
         def zombie_then_crash(where: str, effect: Any, torn: Any = None) -> Any:
             if where == "write 0.confirmed.json" and machine.zombies:
-                machine.run_attempt(*machine.zombies.pop(0), dies=None)
+                machine.zombies.pop(0).run(machine)
                 raise SimulatedCrash(where)
             return shipped_step(where, effect, torn)
 
