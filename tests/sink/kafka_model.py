@@ -273,10 +273,12 @@ class KafkaModel:
                 state.markers_due_ms = min(state.markers_due_ms, now)
         self.settle()
 
-    def markers_pending(self) -> bool:
-        """Whether a transaction's markers wait for their delay (:meth:`delay_markers`)."""
+    def markers_pending(self, tid: str | None = None) -> bool:
+        """Whether a transaction's markers wait for their delay (:meth:`delay_markers`): those
+        of ``tid``, or of any."""
         self.settle()
-        return any(s.state in _PREPARED for s in self.ids.values())
+        states = self.ids.values() if tid is None else [self.ids[tid]] if tid in self.ids else []
+        return any(s.state in _PREPARED for s in states)
 
     # -- producer side ---------------------------------------------------------------------
 

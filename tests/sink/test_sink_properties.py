@@ -417,11 +417,12 @@ class SparkOnModelKafka(RuleBasedStateMachine):
             return all(self.excused(e) for e in error.errors)
         if isinstance(error, (CommitMarkerSkippedError, AbortMarkerSkippedError)):
             # Waiting for markers that the model delays (a partition leader down) past the
-            # deadline is what the sink must do, whatever the last look met; the brokers
-            # contradicting a confirmed decision or an abort is never a fault's doing.
+            # deadline is what the sink must do, whatever the last look met: for the
+            # transaction the error names, or any when a look failed before naming one. The
+            # brokers contradicting a confirmed decision or an abort is never a fault's doing.
             if not error.waits:
                 return False
-            if self.kafka.markers_pending():
+            if self.kafka.markers_pending(error.transactional_id):
                 return True
         return any(type(error) in SURFACES.get(type(i), ()) for i in self.injected)
 
