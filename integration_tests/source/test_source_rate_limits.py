@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
-from connectors.spark.lag import offsets_behind_latest
+from connectors.spark.lag import KafkaLagListener, OffsetsBehindLatest, offsets_behind_latest
 from integration_tests.source.conftest import (
     Batches,
     every_trigger_reported,
@@ -86,6 +87,8 @@ def test_min_offsets_per_trigger_waits_for_data_or_the_delay(
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=2)
     sink = Batches()
     options = options_for(bootstrap, topic, minOffsetsPerTrigger="100", maxTriggerDelay="1h")
+    lag = _SeenLag()
+    source_spark.streams.addListener(lag)
     query = _start_reporting_every_trigger(source_spark, options, checkpoint, sink)
     try:
         _wait(query, lambda: query.recentProgress, "the first trigger (admitted, as always)")
@@ -101,6 +104,7 @@ def test_min_offsets_per_trigger_waits_for_data_or_the_delay(
             if offset_total(source["latestOffset"]) - offset_total(source["endOffset"]) == 30
         ]
         assert behind is not None and behind.avg == 15.0  # 30 offsets over 2 partitions
+        _wait(query, lambda: behind in lag.seen, "the listener's lag of a held trigger")
         produce(bootstrap, topic, range(30, 100))
         _wait(query, lambda: _progress_of(query, 100), "the progress of the batch of 100")
         # Stopped before Spark's commits/N, the restart would replay the batch, and its first
@@ -111,6 +115,7 @@ def test_min_offsets_per_trigger_waits_for_data_or_the_delay(
         _wait(query, done.exists, f"Spark's {done}")
     finally:
         query.stop()
+        source_spark.streams.removeListener(lag)
     assert [keys for keys in sink.by_id.values() if keys] == [list(range(100))]
 
     delay_s = 3.0
@@ -172,6 +177,18 @@ def _planned_by(progress: StreamingQueryProgress) -> float:
     durations = progress["durationMs"]
     after = sum(durations.get(phase, 0) for phase in _AFTER_LATEST_OFFSET)
     return _started(progress) + (durations["triggerExecution"] - after) / 1000
+
+
+class _SeenLag(KafkaLagListener):
+    """The listener as shipped, keeping every lag it logged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[OffsetsBehindLatest] = []
+
+    def onQueryProgress(self, event: Any) -> None:
+        super().onQueryProgress(event)
+        self.seen += self.latest.get(str(event.progress.id), [])
 
 
 def _wait(query: StreamingQuery, condition: Callable[[], object], what: str) -> None:
