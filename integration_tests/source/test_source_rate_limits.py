@@ -37,13 +37,22 @@ def test_max_offsets_per_trigger_caps_every_batch(
         first = partition * 1000
         produce(bootstrap, topic, range(first, first + count), partition=partition)
     sink = Batches()
-    query = start_stream(
-        source_spark, options_for(bootstrap, topic, maxOffsetsPerTrigger="40"), checkpoint, sink
-    )
-    run_to_end(query)
+    lag = _SeenLag()  # Spark's lag metrics, as the shipped listener logs them
+    source_spark.streams.addListener(lag)
+    try:
+        query = start_stream(
+            source_spark, options_for(bootstrap, topic, maxOffsetsPerTrigger="40"), checkpoint, sink
+        )
+        run_to_end(query)
+        wait_until(lambda: len(lag.seen) >= 8, "the listener's 8 progress events")
+    finally:
+        source_spark.streams.removeListener(lag)
     sizes = [len(sink.by_id[batch]) for batch in sorted(sink.by_id)]
     assert sizes == [40] * 7 + [20]
     assert [p["numInputRows"] for p in query.recentProgress] == sizes
+    # 300 offsets, 40 a batch: the first batch leaves 260 behind; the last, none.
+    [first], *_, [last] = lag.seen
+    assert round(first.avg * 3) == 260 and last == OffsetsBehindLatest(0, 0, 0.0)
     sink.assert_exactly_once([*range(200), *range(1000, 1080), *range(2000, 2020)])
 
 
@@ -87,8 +96,6 @@ def test_min_offsets_per_trigger_waits_for_data_or_the_delay(
     bootstrap, topic = kafka.bootstrap_servers, topic_factory(partitions=2)
     sink = Batches()
     options = options_for(bootstrap, topic, minOffsetsPerTrigger="100", maxTriggerDelay="1h")
-    lag = _SeenLag()
-    source_spark.streams.addListener(lag)
     query = _start_reporting_every_trigger(source_spark, options, checkpoint, sink)
     try:
         _wait(query, lambda: query.recentProgress, "the first trigger (admitted, as always)")
@@ -104,7 +111,6 @@ def test_min_offsets_per_trigger_waits_for_data_or_the_delay(
             if offset_total(source["latestOffset"]) - offset_total(source["endOffset"]) == 30
         ]
         assert behind is not None and behind.avg == 15.0  # 30 offsets over 2 partitions
-        _wait(query, lambda: behind in lag.seen, "the listener's lag of a held trigger")
         produce(bootstrap, topic, range(30, 100))
         _wait(query, lambda: _progress_of(query, 100), "the progress of the batch of 100")
         # Stopped before Spark's commits/N, the restart would replay the batch, and its first
@@ -115,7 +121,6 @@ def test_min_offsets_per_trigger_waits_for_data_or_the_delay(
         _wait(query, done.exists, f"Spark's {done}")
     finally:
         query.stop()
-        source_spark.streams.removeListener(lag)
     assert [keys for keys in sink.by_id.values() if keys] == [list(range(100))]
 
     delay_s = 3.0
@@ -184,11 +189,11 @@ class _SeenLag(KafkaLagListener):
 
     def __init__(self) -> None:
         super().__init__()
-        self.seen: list[OffsetsBehindLatest] = []
+        self.seen: list[list[OffsetsBehindLatest]] = []  # per progress event
 
     def onQueryProgress(self, event: Any) -> None:
         super().onQueryProgress(event)
-        self.seen += self.latest.get(str(event.progress.id), [])
+        self.seen.append(self.latest.get(str(event.progress.id), []))
 
 
 def _wait(query: StreamingQuery, condition: Callable[[], object], what: str) -> None:
