@@ -138,7 +138,7 @@ def test_an_open_transaction_of_the_prefix_means_not_final(
 
 def test_a_missing_topic_exits_two(kafka: KafkaCluster, input_topic: str) -> None:
     result = verify(kafka.bootstrap_servers, input_topic, f"absent-{uuid.uuid4().hex[:8]}")
-    assert result.exit_code == 2
-    [line] = result.stderr.splitlines()
-    assert line.startswith("Error: [KAFKA_EOS.OPERATIONS.VERIFY_READ_FAILED] --output 'absent-")
-    assert "topic exists" in line
+    assert result.exit_code == 2 and result.stderr == ""  # under --json, the error is JSON too
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == "KAFKA_EOS.OPERATIONS.VERIFY_READ_FAILED"
+    assert error["message"].startswith("--output 'absent-") and "topic exists" in error["message"]
