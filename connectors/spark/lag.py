@@ -24,9 +24,9 @@ from typing import Any
 import pyspark
 from pyspark.sql.streaming import StreamingQueryListener
 
+from connectors.spark import compat
+
 _log = logging.getLogger(__name__)
-# The first PySpark whose progress carries a Python source's latest offsets (reportLatestOffset).
-REPORTS_LATEST = (4, 2)
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,8 @@ class KafkaLagListener(StreamingQueryListener):
     def __init__(self) -> None:
         super().__init__()
         self.latest: dict[str, list[OffsetsBehindLatest]] = {}
-        self._blind = tuple(int(n) for n in pyspark.__version__.split(".")[:2]) < REPORTS_LATEST
+        # reportLatestOffset came with admission control for Python stream readers (4.2).
+        self._blind = not compat.ADMISSION_CONTROL
 
     def onQueryStarted(self, event: Any) -> None:
         if self._blind:
@@ -101,9 +102,6 @@ class KafkaLagListener(StreamingQueryListener):
         self.latest[str(progress.id)] = lags
         for index, lag in enumerate(lags):
             _log.info("query %s, source %d: %s", progress.id, index, lag.as_metrics())
-
-    def onQueryIdle(self, event: Any) -> None:
-        pass
 
     def onQueryTerminated(self, event: Any) -> None:
         self.latest.pop(str(event.id), None)

@@ -50,7 +50,7 @@ def _progress(query_id: str, *sources: tuple[str, str | None]) -> SimpleNamespac
 def test_the_listener_keeps_and_logs_the_lag_of_each_kafka_source(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(lag.pyspark, "__version__", "4.3.0")
+    monkeypatch.setattr(lag.compat, "ADMISSION_CONTROL", True)
     listener = KafkaLagListener()
     rate = ('{"offset": 5}', '{"offset": 9}')  # a source that is not Kafka: left out
     with caplog.at_level(logging.INFO, logger="connectors.spark.lag"):
@@ -65,6 +65,7 @@ def test_before_pyspark_4_2_the_listener_says_once_that_lag_cannot_be_told(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """PySpark 4.0 and 4.1 copy the batch's end into latestOffset: a lag of 0 would lie."""
+    monkeypatch.setattr(lag.compat, "ADMISSION_CONTROL", False)
     monkeypatch.setattr(lag.pyspark, "__version__", "4.1.1")
     listener = KafkaLagListener()
     with caplog.at_level(logging.INFO, logger="connectors.spark.lag"):
