@@ -7,7 +7,6 @@ accept the same ``KEY=VALUE`` forms; secrets given there are scrubbed from every
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Callable
 from typing import Any, TypedDict, TypeVar
@@ -25,9 +24,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class InputFailure(click.ClickException):
-    """Bad option or unreachable cluster: exit 2 like click's own usage errors."""
+    """Bad option or unreachable cluster: exit 2 like click's own usage errors. Shown as
+    ``[code] detail``, as the error it stands for; ``--json`` gives the two apart."""
 
     exit_code = 2
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"[{code}] {detail}")
+        self.code, self.detail = code, detail
 
 
 class ErrorDict(TypedDict):
@@ -44,7 +48,6 @@ class ErrorReportDict(TypedDict):
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON for machines, errors included."
 )
-_CODED = re.compile(r"\[(?P<code>[A-Z0-9_.]+)\] (?P<message>.*)", re.DOTALL)
 
 
 class JsonErrorsCommand(click.Command):
@@ -69,13 +72,11 @@ def wants_json(ctx: click.Context) -> bool:
 
 
 def error_report(exc: click.ClickException) -> ErrorReportDict:
-    """A failure as JSON: its message split from the code it starts with, if any."""
-    text = exc.format_message()
-    coded = _CODED.fullmatch(text)
+    """A failure as JSON: an error's code and its message apart; click's own have no code."""
     error: ErrorDict = (
-        {"code": coded["code"], "message": coded["message"]}
-        if coded
-        else {"code": None, "message": text}
+        {"code": exc.code, "message": exc.detail}
+        if isinstance(exc, InputFailure)
+        else {"code": None, "message": exc.format_message()}
     )
     return {"version": 1, "error": error}
 
@@ -121,12 +122,12 @@ def client_options(pairs: tuple[str, ...]) -> dict[str, str]:
     try:
         return parse_kafka_options(pairs)
     except LintInputError as exc:
-        raise InputFailure(f"[{exc.code}] -X: {exc.message}") from None
+        raise InputFailure(exc.code, f"-X: {exc.message}") from None
 
 
 def failure(exc: KafkaEosError, options: dict[str, str]) -> InputFailure:
     """An expected failure as a one-line error, without any secret passed with ``-X``."""
-    return InputFailure(scrub(str(exc), secret_values([options])))
+    return InputFailure(exc.code, scrub(exc.message, secret_values([options])))
 
 
 def console() -> Console:

@@ -19,7 +19,7 @@ from connectors.policy.errors import LintError, LintOptionError
 from connectors.policy.inputs import TIMING_NAMES, ConsumerInput, LintInput, Timing
 from connectors.policy.registry import RULES, lint_report
 from connectors.redact import scrub, secret_values
-from kafka_eos.commands._cluster import InputFailure, JsonErrorsCommand, json_option
+from kafka_eos.commands._cluster import InputFailure, JsonErrorsCommand, json_option, wants_json
 from kafka_eos.lint.loaders import load_pipeline, load_properties, parse_kafka_options
 from kafka_eos.lint.render import print_report
 
@@ -207,8 +207,8 @@ def command(
             lint_input.with_default_broker(), _split(select) or None, _split(ignore)
         )
     except LintError as exc:
-        raise InputFailure(scrub(str(exc), secrets)) from None
-    print_report(report, "json" if as_json or fmt == "json" else "text", sys.stdout)
+        raise InputFailure(exc.code, scrub(exc.message, secrets)) from None
+    print_report(report, "json" if wants_json(click.get_current_context()) else "text", sys.stdout)
     summary = report["summary"]
     if summary["errors"] or (strict and summary["warnings"]):
         click.get_current_context().exit(1)
