@@ -191,12 +191,8 @@ class StreamPlanner:
         seen = self.latest_seen
         if seen is None or self._options.isolation_level != "read_committed":
             return seen
-        try:
-            high = self.kafka.high_watermarks(key for key, offset in seen.items() if offset >= 0)
-        except (KafkaSourceError, DeadlineExceeded) as exc:
-            _log.info("kafka-eos source: progress reports the last stable offsets: %s", exc)
-            return seen
-        return {**seen, **high}
+        high = self._high_watermarks(seen, "progress reports the last stable offsets")
+        return seen if high is None else {**seen, **high}
 
     def _watch_lso(self, lso: PartitionOffsets) -> None:
         """Warn of an LSO pinned below the high watermark for longer than the broker's
@@ -208,15 +204,22 @@ class StreamPlanner:
             self._pinned = PinnedLso(self._threshold_s)
         elif not self._pinned.due():
             return
-        try:
-            high = self.kafka.high_watermarks(key for key, offset in lso.items() if offset >= 0)
-        except (KafkaSourceError, DeadlineExceeded) as exc:
-            # A monitoring aid never fails the query (e.g. a topic deleted since the LSO).
-            _log.info("kafka-eos source: pinned-LSO check skipped on this trigger: %s", exc)
+        high = self._high_watermarks(lso, "pinned-LSO check skipped on this trigger")
+        if high is None:
             return
         for pinned in self._pinned.observe(lso, high):
             threshold_ms = round(self._pinned.threshold_s * 1000)
             _log.warning(pinned_warning(pinned, threshold_ms, self._options.bootstrap_servers))
+
+    def _high_watermarks(self, lso: PartitionOffsets, otherwise: str) -> PartitionOffsets | None:
+        """The high watermarks of the partitions ``lso`` knows; None, logged with what happens
+        ``otherwise``, when they cannot be read: a monitoring aid never fails the query (e.g. a
+        topic deleted since the LSO)."""
+        try:
+            return self.kafka.high_watermarks(key for key, offset in lso.items() if offset >= 0)
+        except (KafkaSourceError, DeadlineExceeded) as exc:
+            _log.info("kafka-eos source: %s: %s", otherwise, exc)
+            return None
 
     def _threshold_s(self) -> float:
         """The broker's ``transaction.max.timeout.ms`` in seconds, asked when first needed."""
